@@ -1,0 +1,136 @@
+"""Every error workhorse raises, and the signals a job body may raise.
+
+The tree::
+
+    WorkhorseError                  root: code, cause, fix
+    ├── ConfigurationError          a declaration or option was refused (CONFIG_INVALID, ...)
+    ├── PayloadError                a payload is not storable JSON (PAYLOAD_INVALID, PAYLOAD_TOO_LARGE)
+    ├── DatabaseError               Postgres refused or could not be reached (DATABASE_*)
+    ├── SchemaError                 the schema is missing or newer than this code (SCHEMA_*)
+    ├── JobNotFoundError            no job with that id (JOB_NOT_FOUND)
+    ├── OperatorRefusedError        an operator verb does not apply to the job's state
+    └── EmbeddedServerError         the embedded PostgreSQL could not be found or started
+
+Signals a job body raises to steer the queue. They are control flow, not crashes:
+
+    TerminalError(message)          dead-letter now; remaining attempts unspent
+    RetryAfter(seconds, message)    retry after the named delay (still an attempt)
+
+Every ``WorkhorseError`` carries a stable UPPER_SNAKE ``code``, a ``cause`` naming what was wrong
+and a one-line ``fix`` a person can run or apply. ``to_dict()`` is what ``--json`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WorkhorseError(Exception):
+    """The root of every error the library raises."""
+
+    code: str = "WORKHORSE_ERROR"
+
+    def __init__(self, cause: str, fix: str, *, code: str | None = None) -> None:
+        if code is not None:
+            self.code = code
+        self.cause = cause
+        self.fix = fix
+        super().__init__(f"{self.code}: {cause} (fix: {fix})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "cause": self.cause, "fix": self.fix}
+
+
+class ConfigurationError(WorkhorseError):
+    """A declaration, option or argument was refused before anything was written."""
+
+    code = "CONFIG_INVALID"
+
+
+class PayloadError(WorkhorseError):
+    """A payload cannot be stored as JSON (or is too large); nothing was written."""
+
+    code = "PAYLOAD_INVALID"
+
+
+class DatabaseError(WorkhorseError):
+    """PostgreSQL refused a statement or could not be reached. Wraps the psycopg error."""
+
+    code = "DATABASE_ERROR"
+
+
+class SchemaError(WorkhorseError):
+    """The workhorse schema is not installed, or was installed by newer code."""
+
+    code = "SCHEMA_NOT_MIGRATED"
+
+
+class JobNotFoundError(WorkhorseError):
+    code = "JOB_NOT_FOUND"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            cause=f"no job with id {job_id!r} exists",
+            fix="workhorse ls --json   # list jobs and copy an id from there",
+        )
+        self.job_id = job_id
+
+
+class OperatorRefusedError(WorkhorseError):
+    """An operator verb (cancel, requeue, promote, rm) does not apply to the job as it is."""
+
+    code = "OPERATOR_REFUSED"
+
+
+class EmbeddedServerError(WorkhorseError):
+    code = "EMBEDDED_SERVER_FAILED"
+
+
+class TerminalError(Exception):
+    """Raised by a job body: this job can never succeed. Dead-lettered now, attempts unspent."""
+
+    def __init__(self, message: str = "terminal error") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RetryAfter(Exception):  # noqa: N818 - the pinned public name reads as an instruction
+    """Raised by a job body: retry after ``seconds`` (clamped by the policy's ``max_delay``)."""
+
+    def __init__(self, seconds: float, message: str = "retry requested") -> None:
+        if not isinstance(seconds, int | float) or seconds != seconds or seconds < 0:
+            raise ConfigurationError(
+                cause=f"RetryAfter expected a finite number of seconds >= 0, got {seconds!r}",
+                fix="raise RetryAfter(30, 'rate limited')",
+            )
+        super().__init__(message)
+        self.seconds = float(seconds)
+        self.message = message
+
+
+class LeaseLostError(WorkhorseError):
+    """This worker no longer holds the job's claim: it was cancelled, or its lease lapsed."""
+
+    code = "JOB_LEASE_LOST"
+
+    def __init__(self, name: str, job_id: str) -> None:
+        super().__init__(
+            cause=(
+                f"job {name!r} ({job_id}) is no longer claimed by this worker: an operator cancelled it, "
+                "or its visibility lease lapsed and another worker claimed it"
+            ),
+            fix=f"workhorse show {job_id}",
+        )
+
+
+class JobCancelledError(WorkhorseError):
+    """Raised by ``ctx.raise_if_cancelled()`` once the attempt has been cancelled."""
+
+    code = "JOB_CANCELLED"
+
+    def __init__(self, name: str, job_id: str, reason: str) -> None:
+        super().__init__(
+            cause=f"job {name!r} ({job_id}) was cancelled ({reason}); this attempt no longer owns the run",
+            fix="check ctx.cancelled between units of work and return early; the queue decides what runs next",
+        )
+        self.reason = reason
