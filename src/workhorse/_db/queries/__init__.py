@@ -1,0 +1,1 @@
+"""Named SQL statements, one module per table group. ``{schema}`` is filled in by the driver."""

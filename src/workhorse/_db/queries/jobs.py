@@ -1,0 +1,222 @@
+"""Statements over ``{schema}.jobs``. Every time decision reads the database clock, ``now()``.
+
+The claim fence is ``(worker_id, claims)``: the claim moves ``claims`` and never resets it, and
+every write a claim holder makes (settle, heartbeat) names both, together with
+``state = 'running'``. A write that misses answers no row; the caller reads that as "not mine".
+"""
+
+LIVE_STATES = ("ready", "delayed", "running", "suspended")
+
+# What every read of a whole job returns. A due 'delayed' row is reported 'ready': the claim
+# treats the two alike once run_at has passed, and so should a person reading the row.
+JOB_COLUMNS = """
+    j.id::text as id, j.name, j.queue, j.tenant,
+    case when j.state = 'delayed' and j.run_at <= now() then 'ready' else j.state end as state,
+    j.priority, j.payload, j.result, j.last_error, j.progress, j.idempotency_key,
+    j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
+    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at
+"""
+
+# One round trip for a whole batch. Rows arrive as parallel arrays; the unique partial index on
+# live (name, tenant, key) turns a duplicate into "no row inserted" inside the caller's own
+# transaction. The wake is a NOTIFY per distinct queue, skipped when the server's notification
+# queue is half full: a full queue makes COMMIT fail, and a missed wake costs only a poll.
+INSERT_MANY = """
+with input as (
+    select * from unnest(
+        %(ids)s::uuid[], %(names)s::text[], %(queues)s::text[], %(tenants)s::text[],
+        %(payloads)s::text[], %(keys)s::text[], %(priorities)s::int[], %(max_attempts)s::int[],
+        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[]
+    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay)
+), timed as (
+    select input.*, coalesce(run_at, now() + delay * interval '1 second') as due from input
+), inserted as (
+    insert into {schema}.jobs (
+        id, name, queue, tenant, state, priority, payload, idempotency_key,
+        max_attempts, dead_letter, run_at
+    )
+    select id, name, queue, tenant,
+           case when due > now() then 'delayed' else 'ready' end,
+           priority, payload::jsonb, key, max_attempts, dead_letter, due
+    from timed
+    on conflict do nothing
+    returning id, queue
+), wake as (
+    select pg_notify(%(channel)s, q.queue)
+    from (select distinct queue from inserted) as q
+    where pg_notification_queue_usage() < 0.5
+)
+select inserted.id::text as id, (select count(*) from wake) as woken
+from inserted
+"""
+
+# Follow-up for the rows a batch did not insert: the live job holding each key.
+LIVE_BY_KEYS = """
+select j.id::text as id, j.name, coalesce(j.tenant, '') as tenant, j.idempotency_key
+from {schema}.jobs as j
+join unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[]) as k(name, tenant, key)
+  on j.name = k.name and coalesce(j.tenant, '') = k.tenant and j.idempotency_key = k.key
+where j.state in ('ready', 'delayed', 'running', 'suspended')
+"""
+
+# The claim. Two arms, each locking with SKIP LOCKED so concurrent claimers never wait on
+# each other:
+#   lapsed  running rows whose lease passed (their worker died). Re-claimed, spending an
+#           attempt, unless the row is already on its final attempt: then this statement
+#           buries it ('dead', or 'failed' without a dead-letter queue) and reports it.
+#   due     ready/delayed rows whose run_at passed, by priority, run_at, id (jobs_due_idx).
+# Only queues and job names this worker can run are taken: an unknown name waits for a worker
+# that knows it.
+CLAIM = """
+with lapsed as (
+    select id, attempt >= max_attempts as exhausted
+    from {schema}.jobs
+    where state = 'running' and lease_expires_at < now()
+      and queue = any(%(queues)s::text[]) and name = any(%(names)s::text[])
+    order by lease_expires_at
+    limit %(limit)s
+    for update skip locked
+), due as (
+    select id
+    from {schema}.jobs
+    where state in ('ready', 'delayed') and run_at <= now()
+      and queue = any(%(queues)s::text[]) and name = any(%(names)s::text[])
+    order by priority desc, run_at, id
+    limit %(limit)s
+    for update skip locked
+), picked as (
+    select id from (
+        select id, 0 as arm from lapsed where not exhausted
+        union all
+        select id, 1 as arm from due
+    ) as p
+    order by arm
+    limit %(limit)s
+), buried as (
+    update {schema}.jobs as j
+    set state = case when j.dead_letter then 'dead' else 'failed' end,
+        last_error = jsonb_build_object(
+            'type', 'LeaseLapsed',
+            'message', 'the lease lapsed on the final attempt (' || j.attempt || ' of ' || j.max_attempts
+                || '): every worker that took this job stopped heartbeating, most likely it died',
+            'traceback', null),
+        worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
+    from lapsed
+    where j.id = lapsed.id and lapsed.exhausted
+    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+), claimed as (
+    update {schema}.jobs as j
+    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+        worker_id = %(worker_id)s,
+        lease_expires_at = now() + %(visibility)s * interval '1 second',
+        started_at = now(), updated_at = now()
+    from picked
+    where j.id = picked.id
+    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+)
+select false as buried, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
+       claims, priority, created_at, run_at, last_error
+from claimed
+union all
+select true, id::text, name, queue, tenant, state, payload, attempt, max_attempts,
+       claims, priority, created_at, run_at, last_error
+from buried
+"""
+
+# Renew every lease this worker holds in one statement. Rows not returned are no longer ours.
+HEARTBEAT = """
+update {schema}.jobs as j
+set lease_expires_at = now() + %(visibility)s * interval '1 second'
+from unnest(%(ids)s::uuid[], %(claims)s::int[]) as h(id, claim)
+where j.id = h.id and j.claims = h.claim and j.worker_id = %(worker_id)s and j.state = 'running'
+returning j.id::text as id
+"""
+
+# Settle a batch of attempts in one statement, each fenced on its claim. Outcomes:
+#   done         finished, result stored
+#   retry        back to ready/delayed after `delay` seconds; the attempt stays spent
+#   interrupted  handed back ready now, the attempt NOT spent (drain, shed)
+#   dead/failed  finished for good
+SETTLE_MANY = """
+with s as (
+    select * from unnest(
+        %(ids)s::uuid[], %(worker_ids)s::text[], %(claims)s::int[], %(outcomes)s::text[],
+        %(results)s::text[], %(errors)s::text[], %(delays)s::float8[]
+    ) as t(id, worker_id, claim, outcome, result, error, delay)
+)
+update {schema}.jobs as j
+set state = case s.outcome
+        when 'retry' then case when s.delay > 0 then 'delayed' else 'ready' end
+        when 'interrupted' then 'ready'
+        else s.outcome end,
+    result = case when s.outcome = 'done' then s.result::jsonb else j.result end,
+    last_error = coalesce(s.error::jsonb, j.last_error),
+    attempt = case when s.outcome = 'interrupted' then greatest(j.attempt - 1, 0) else j.attempt end,
+    run_at = case when s.outcome in ('retry', 'interrupted')
+                  then now() + s.delay * interval '1 second' else j.run_at end,
+    finished_at = case when s.outcome in ('done', 'dead', 'failed') then now() else null end,
+    worker_id = null, lease_expires_at = null, updated_at = now()
+from s
+where j.id = s.id and j.state = 'running' and j.worker_id = s.worker_id and j.claims = s.claim
+returning j.id::text as id
+"""
+
+GET = "select " + JOB_COLUMNS + " from {schema}.jobs as j where j.id = %(id)s::uuid"
+
+# Keyset page, newest first by (created_at, id). The cursor row's own created_at is read back
+# so a cursor never depends on timestamp rounding. Filters are optional (null = any).
+LIST_PAGE = (
+    "select "
+    + JOB_COLUMNS
+    + """
+from {schema}.jobs as j
+where (%(queue)s::text is null or j.queue = %(queue)s)
+  and (%(name)s::text is null or j.name = %(name)s)
+  and (%(tenant)s::text is null or j.tenant = %(tenant)s)
+  and (%(state)s::text is null or (case when j.state = 'delayed' and j.run_at <= now()
+                                        then 'ready' else j.state end) = %(state)s)
+  and (%(after)s::uuid is null or (j.created_at, j.id) < (
+        select c.created_at, c.id from {schema}.jobs as c where c.id = %(after)s::uuid))
+order by j.created_at desc, j.id desc
+limit %(limit)s
+"""
+)
+
+CURSOR_EXISTS = "select 1 as present from {schema}.jobs where id = %(id)s::uuid"
+
+# Operator verbs. Each is one statement guarded by the states it applies to; a miss is read
+# back with GET to tell "not found" from "wrong state".
+CANCEL = """
+update {schema}.jobs
+set state = 'cancelled', worker_id = null, lease_expires_at = null,
+    finished_at = now(), updated_at = now()
+where id = %(id)s::uuid and state in ('ready', 'delayed', 'running', 'suspended')
+returning id::text as id
+"""
+
+# Requeue a finished job as a fresh run: attempts reset, key kept. The live-key index refuses it
+# (unique violation) when another live job already holds the key.
+REQUEUE = """
+update {schema}.jobs
+set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
+    worker_id = null, lease_expires_at = null, updated_at = now()
+where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
+returning id::text as id
+"""
+
+PROMOTE = """
+update {schema}.jobs
+set state = 'ready', run_at = now(), updated_at = now()
+where id = %(id)s::uuid and state in ('ready', 'delayed')
+returning id::text as id
+"""
+
+REMOVE = """
+delete from {schema}.jobs
+where id = %(id)s::uuid and state <> 'running'
+returning id::text as id
+"""
+
+NOTIFY_CHANNEL_SUFFIX = "_jobs"

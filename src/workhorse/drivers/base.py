@@ -1,0 +1,226 @@
+"""The ``Driver`` contract every storage backend implements, and the records it speaks.
+
+Two drivers ship: ``PostgresDriver`` (the real one) and ``MemoryDriver`` (users' unit tests).
+One parity suite (``tests/parity``) runs every scenario on both, so a behaviour cannot land in
+one and not the other. All times a driver decides with come from ITS clock: ``now()`` in
+Postgres, the injected clock in memory. Workers never compare their own clock with a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+JobState = Literal["ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"]
+LIVE_STATES: frozenset[str] = frozenset({"ready", "delayed", "running", "suspended"})
+FINISHED_STATES: frozenset[str] = frozenset({"done", "failed", "dead", "cancelled"})
+ALL_STATES: tuple[str, ...] = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
+
+Outcome = Literal["done", "retry", "interrupted", "dead", "failed"]
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One job to insert. ``payload`` is already-validated JSON text."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    payload: str
+    key: str | None
+    priority: int
+    max_attempts: int
+    dead_letter: bool
+    run_at: datetime | None
+    delay: float
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What enqueue answers: the job's id, and whether an existing live job was returned instead."""
+
+    id: str
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as stored. Datetimes are timezone-aware UTC."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    state: str
+    priority: int
+    payload: Any
+    result: Any
+    last_error: dict[str, Any] | None
+    progress: Any
+    key: str | None
+    attempt: int
+    max_attempts: int
+    dead_letter: bool
+    claims: int
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
+        """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
+
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+        out: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "queue": self.queue,
+            "state": self.state,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "tenant": self.tenant,
+            "priority": self.priority,
+            "key": self.key,
+            "payload": self.payload,
+            "result": self.result,
+            "last_error": self.last_error,
+            "progress": self.progress,
+            "worker_id": self.worker_id,
+            "created_at": iso(self.created_at),
+            "run_at": iso(self.run_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "lease_expires_at": iso(self.lease_expires_at),
+        }
+        if with_steps:
+            out["steps"] = list(self.steps)
+        return out
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job a worker now holds. ``claims`` is the fence token every later write names."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    payload: Any
+    attempt: int
+    max_attempts: int
+    claims: int
+    priority: int
+    created_at: datetime
+    run_at: datetime
+
+
+@dataclass(frozen=True)
+class Buried:
+    """A job the claim buried: its lease lapsed on its final attempt (every worker that took it died)."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    state: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    last_error: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claimed: list[Claimed]
+    buried: list[Buried]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The fence of one held claim: which worker, which claim number."""
+
+    job_id: str
+    claims: int
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """How one attempt ended, to be written fenced on its claim."""
+
+    job_id: str
+    worker_id: str
+    claims: int
+    outcome: Outcome
+    result: str | None = None  # JSON text, for "done"
+    error: str | None = None  # JSON text {type, message, traceback}
+    delay: float = 0.0  # seconds until the retry is due
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    queue: str | None = None
+    name: str | None = None
+    state: str | None = None
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    jobs: list[Job]
+    next: str | None
+
+
+@runtime_checkable
+class Driver(Protocol):
+    """What workhorse needs from storage. Every method is safe to call concurrently."""
+
+    kind: str
+
+    async def migrate(self) -> list[int]:
+        """Install or upgrade the schema; answers the versions applied by this call."""
+
+    async def check_schema(self) -> None:
+        """Raise ``SchemaError`` unless the schema is exactly the version this code expects."""
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        """Insert a batch in one round trip; a live duplicate key answers the live job's ref."""
+
+    async def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        names: Sequence[str],
+        limit: int,
+        visibility: float,
+    ) -> ClaimResult:
+        """Claim up to ``limit`` due jobs (and re-claim lapsed leases, burying final attempts)."""
+
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
+        """Renew leases; answers the ids still held. A missing id is a lost lease."""
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
+        """Write attempt outcomes, each fenced on its claim; answers which landed, in order."""
+
+    async def get_job(self, job_id: str) -> Job | None: ...
+
+    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page: ...
+
+    async def cancel(self, job_id: str) -> Job: ...
+
+    async def requeue(self, job_id: str) -> Job: ...
+
+    async def promote(self, job_id: str) -> Job: ...
+
+    async def remove(self, job_id: str) -> Job: ...
+
+    async def close(self) -> None: ...

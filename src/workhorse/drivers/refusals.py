@@ -1,0 +1,50 @@
+"""The operator verbs' refusals, shared by every driver so each refuses with the same words."""
+
+from __future__ import annotations
+
+from workhorse.errors import JobNotFoundError, OperatorRefusedError, WorkhorseError
+
+
+def not_found(job_id: str) -> WorkhorseError:
+    return JobNotFoundError(job_id)
+
+
+def not_cancellable(job_id: str, state: str) -> WorkhorseError:
+    return OperatorRefusedError(
+        code="JOB_NOT_CANCELLABLE",
+        cause=f"job {job_id} is {state!r}; only a job that has not finished (ready, delayed, running, "
+        "suspended) can be cancelled",
+        fix=f"workhorse show {job_id}   # it already finished; requeue it to run it again",
+    )
+
+
+def not_requeueable(job_id: str, state: str) -> WorkhorseError:
+    return OperatorRefusedError(
+        code="JOB_NOT_REQUEUEABLE",
+        cause=f"job {job_id} is {state!r}; only a finished job (done, failed, dead, cancelled) can be requeued",
+        fix=f"workhorse promote {job_id}   # to run a waiting job now instead",
+    )
+
+
+def key_held(job_id: str, key: str, holder: str | None) -> WorkhorseError:
+    return OperatorRefusedError(
+        code="JOB_KEY_HELD",
+        cause=f"job {job_id} cannot be requeued: its idempotency key {key!r} is held by live job {holder}",
+        fix=f"workhorse show {holder}   # wait for it to finish, or cancel it first",
+    )
+
+
+def not_promotable(job_id: str, state: str) -> WorkhorseError:
+    return OperatorRefusedError(
+        code="JOB_NOT_PROMOTABLE",
+        cause=f"job {job_id} is {state!r}; only a waiting job (ready or delayed) can be promoted",
+        fix=f"workhorse requeue {job_id}   # for a finished job",
+    )
+
+
+def not_removable(job_id: str) -> WorkhorseError:
+    return OperatorRefusedError(
+        code="JOB_RUNNING",
+        cause=f"job {job_id} is running; a running job is never removed under its worker",
+        fix=f"workhorse cancel {job_id}   # then remove it once it is cancelled",
+    )

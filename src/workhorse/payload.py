@@ -1,0 +1,101 @@
+"""Payload validation and encoding: JSON only, checked before anything is written.
+
+A payload must survive a trip through Postgres ``jsonb`` unchanged, so we refuse at enqueue what
+``jsonb`` would refuse or silently change later: values that are not JSON (datetime, Decimal,
+bytes, set, objects), NaN and Infinity, a NUL character anywhere, keys that are not strings,
+nesting deeper than ``MAX_DEPTH``, and an encoded size over the limit (1 MiB by default). The
+error names the path of the first offending value (``$.items[3].price``). Never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from workhorse.errors import PayloadError
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+
+
+def _child(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key)}]"
+
+
+def _refuse(what: str, path: str, value: Any, fix: str) -> PayloadError:
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return PayloadError(cause=f"{what} at {path}: {shown}", fix=fix)
+
+
+def _check(value: Any, path: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise _refuse(
+            f"payload nests deeper than {MAX_DEPTH} levels", path, type(value).__name__,
+            "flatten the structure, or store the document elsewhere and pass its id",
+        )
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _refuse("NaN and Infinity are not JSON", path, value, "send null or a string instead")
+        return
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise _refuse(
+                "a NUL character (\\u0000) cannot be stored in Postgres jsonb", path, value,
+                "strip it: value.replace('\\x00', '')",
+            )
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _refuse(
+                    "a JSON object key must be a string", _child(path, str(key)), key,
+                    "convert the key with str() before enqueueing",
+                )
+            if "\x00" in key:
+                raise _refuse("a NUL character cannot be stored in a jsonb key", path, key, "rename the key")
+            _check(item, _child(path, key), depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check(item, _child(path, index), depth + 1)
+        return
+    raise _refuse(
+        f"{type(value).__name__} is not JSON", path, value,
+        "convert it first: datetime -> .isoformat(), Decimal -> str(), bytes -> base64 text, set -> list",
+    )
+
+
+def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
+    """Validate ``payload`` and answer its compact JSON text, or raise ``PayloadError``."""
+    _check(payload, "$", 0)
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise PayloadError(
+            code="PAYLOAD_TOO_LARGE",
+            cause=f"{what} is {size} bytes of JSON, over the limit of {max_bytes} bytes",
+            fix="store large documents elsewhere (a table, object storage) and pass their id, "
+            "or raise App(max_payload_bytes=...)",
+        )
+    return text
+
+
+def encode_result(value: Any, *, job: str) -> str:
+    """Encode a job's return value; a value that is not JSON fails the attempt with a clear error."""
+    try:
+        return encode(value, max_bytes=DEFAULT_MAX_BYTES, what=f"the result of job {job!r}")
+    except PayloadError as error:
+        raise PayloadError(
+            code=error.code,
+            cause=f"job {job!r} returned a value that cannot be stored: {error.cause}",
+            fix=f"return JSON-compatible data from {job!r} ({error.fix})",
+        ) from None
