@@ -1,0 +1,55 @@
+"""workhorse: durable background work for Python on PostgreSQL.
+
+Declare jobs on an ``App``, enqueue them (inside your own transaction if you like), and run a
+``Worker``. Jobs are never lost, never run by two workers at once, retried with backoff and
+dead-lettered when they keep failing. See the README for the guided tour.
+"""
+
+from workhorse.app import App
+from workhorse.context import JobContext
+from workhorse.drivers.base import Driver, Job, JobRef, Page
+from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.postgres import PostgresDriver
+from workhorse.errors import (
+    ConfigurationError,
+    DatabaseError,
+    JobCancelledError,
+    JobNotFoundError,
+    LeaseLostError,
+    OperatorRefusedError,
+    PayloadError,
+    RetryAfter,
+    SchemaError,
+    TerminalError,
+    WorkhorseError,
+)
+from workhorse.jobs import JobHandle, Outcome
+from workhorse.retry import Retry
+from workhorse.worker import Worker, WorkerStats
+
+__all__ = [
+    "App",
+    "ConfigurationError",
+    "DatabaseError",
+    "Driver",
+    "Job",
+    "JobCancelledError",
+    "JobContext",
+    "JobHandle",
+    "JobNotFoundError",
+    "JobRef",
+    "LeaseLostError",
+    "MemoryDriver",
+    "OperatorRefusedError",
+    "Outcome",
+    "Page",
+    "PayloadError",
+    "PostgresDriver",
+    "Retry",
+    "RetryAfter",
+    "SchemaError",
+    "TerminalError",
+    "WorkhorseError",
+    "Worker",
+    "WorkerStats",
+]

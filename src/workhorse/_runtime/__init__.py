@@ -1,0 +1,1 @@
+"""Long-running services of a worker process: execution and the LISTEN session."""

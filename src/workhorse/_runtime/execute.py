@@ -1,0 +1,147 @@
+"""One claimed job, run on the body loop: the body, its deadline, and the verdict it earns.
+
+A deadline CANCELS the body first, then fails the attempt. An async body is cancelled at its next
+await; a sync body runs in the worker's thread pool, is told through ``ctx.cancelled``, and keeps
+its slot until its thread returns — whatever it returns after its deadline is never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from workhorse.context import JobContext
+from workhorse.drivers.base import Claimed, Outcome
+from workhorse.errors import JobCancelledError, PayloadError
+from workhorse.jobs import JobHandle
+from workhorse.payload import encode_result
+from workhorse.retry import decide
+
+TRACEBACK_LIMIT = 8_000
+MESSAGE_LIMIT = 2_000
+
+
+def error_json(error: BaseException) -> str:
+    """``last_error``: the exception type, message and a trimmed traceback."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    if len(text) > TRACEBACK_LIMIT:
+        text = "...\n" + text[-TRACEBACK_LIMIT:]
+    message = str(error)
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT] + "..."
+    return json.dumps(
+        {"type": type(error).__qualname__, "message": message.replace("\x00", ""), "traceback": text.replace("\x00", "")}
+    )
+
+
+@dataclass
+class Verdict:
+    """What the worker settles for one attempt. ``outcome`` None: write nothing (lease lost, cancelled)."""
+
+    outcome: Outcome | None
+    result: str | None = None
+    error: str | None = None
+    delay: float = 0.0
+    result_value: Any = None
+
+
+@dataclass
+class Run:
+    """One attempt in flight. The control thread cancels it through ``cancel``."""
+
+    claimed: Claimed
+    handle: JobHandle[Any]
+    ctx: JobContext
+    task: asyncio.Task[Any] | None = None
+    thread_done: asyncio.Future[Any] | None = None
+    started: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the attempt (call on the body loop). The first reason wins."""
+        self.ctx.mark_cancelled(reason)
+        if not self.reasons:
+            self.reasons.append(reason)
+        if self.task is not None and not self.task.done():
+            self.task.cancel(reason)
+
+
+class DeadlinePassed(Exception):  # noqa: N818 - reads as what happened
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(f"job {name!r} ran past its timeout of {seconds:g}s and was cancelled")
+
+
+async def execute(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) -> Verdict:
+    """Run the body and decide its verdict. Never raises (but for the loop's own CancelledError)."""
+    handle, ctx, claimed = run.handle, run.ctx, run.claimed
+    try:
+        try:
+            value = await _call(run, pool, on_thread_exit)
+        finally:
+            pass
+        if run.reasons:  # a cancel landed but the body swallowed it and returned
+            return _cancelled_verdict(run)
+        try:
+            encoded = encode_result(value, job=handle.name)
+        except PayloadError as error:
+            return _failure(run, error)
+        return Verdict("done", result=encoded, result_value=value)
+    except asyncio.CancelledError:
+        if run.reasons:
+            return _cancelled_verdict(run)
+        raise
+    except JobCancelledError:
+        return _cancelled_verdict(run)
+    except Exception as error:
+        if run.reasons and run.reasons[0] != "timeout":
+            return _cancelled_verdict(run)
+        return _failure(run, error)
+    finally:
+        ctx.mark_cancelled("finished")  # a sync body still polling learns the attempt is over
+
+
+def _cancelled_verdict(run: Run) -> Verdict:
+    reason = run.reasons[0] if run.reasons else "cancelled"
+    if reason == "timeout":
+        assert run.handle.timeout is not None
+        return _failure(run, DeadlinePassed(run.handle.name, run.handle.timeout))
+    if reason == "drain":
+        return Verdict("interrupted")
+    return Verdict(None)  # lease lost or cancelled by an operator: the row is not ours to write
+
+
+def _failure(run: Run, error: BaseException) -> Verdict:
+    decision = decide(run.handle.retry, run.claimed.attempt, error)
+    outcome: Outcome = "retry" if decision.verdict == "retry" else decision.verdict
+    return Verdict(outcome, error=error_json(error), delay=decision.delay)
+
+
+async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) -> Any:
+    handle, ctx = run.handle, run.ctx
+    loop = asyncio.get_running_loop()
+    if handle.is_async:
+        run.task = asyncio.current_task()
+        if handle.timeout is None:
+            return await handle.fn(ctx, run.claimed.payload)  # type: ignore[misc]
+        timer = loop.call_later(handle.timeout, run.cancel, "timeout")
+        try:
+            return await handle.fn(ctx, run.claimed.payload)  # type: ignore[misc]
+        finally:
+            timer.cancel()
+    future = loop.run_in_executor(pool, handle.fn, ctx, run.claimed.payload)
+    run.thread_done = future
+    future.add_done_callback(lambda _f: on_thread_exit())
+    run.task = None
+    waiter = asyncio.ensure_future(asyncio.shield(future))
+    run.task = waiter  # cancelling the waiter never touches the thread; ctx.cancelled tells it
+    timer = loop.call_later(handle.timeout, run.cancel, "timeout") if handle.timeout is not None else None
+    try:
+        return await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()

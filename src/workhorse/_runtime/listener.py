@@ -1,0 +1,97 @@
+"""The worker's one ``LISTEN`` session: turns "another process enqueued" into a wake-up.
+
+NOTIFY is a hint; polling is the guarantee. The listener holds a dedicated connection
+(``application_name = workhorse:listen``), wakes the claim loop when a notify names one of the
+worker's queues, and proves itself every ``probe_interval`` with a same-session query that
+asks ``pg_listening_channels()``: a connection that died silently (half-open TCP, a pooler
+that dropped the session) fails the probe within a bounded time and is rebuilt. While it is
+down, ``healthy`` is False and the worker polls at its short interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger("workhorse.listener")
+
+
+class Listener:
+    def __init__(
+        self,
+        url: str,
+        channel: str,
+        queues: Sequence[str],
+        wake: asyncio.Event,
+        *,
+        probe_interval: float = 30.0,
+        probe_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.channel = channel
+        self.queues = frozenset(queues)
+        self.wake = wake
+        self.probe_interval = probe_interval
+        self.probe_timeout = probe_timeout
+        self.healthy = False
+        self.reconnects = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="listen")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._session()
+            except (psycopg.Error, OSError, TimeoutError) as error:
+                self.healthy = False
+                failures += 1
+                self.reconnects += 1
+                delay = min(30.0, 0.25 * 2 ** min(failures, 7)) * random.uniform(0.5, 1.0)
+                log.warning("listen connection lost (%s); polling meanwhile, reconnecting in %.1fs",
+                            str(error).strip() or type(error).__name__, delay)
+                self.wake.set()  # a notify may have been missed while we were down
+                await asyncio.sleep(delay)
+            else:
+                failures = 0
+
+    async def _session(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, application_name="workhorse:listen", connect_timeout=10
+        )
+        try:
+            await conn.execute(sql.SQL("listen {}").format(sql.Identifier(self.channel)))
+            await self._probe(conn)
+            self.healthy = True
+            self.wake.set()  # anything enqueued while we were connecting
+            while True:
+                async for notify in conn.notifies(timeout=self.probe_interval):
+                    if notify.payload in self.queues or not notify.payload:
+                        self.wake.set()
+                await self._probe(conn)
+        finally:
+            self.healthy = False
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _probe(self, conn: psycopg.AsyncConnection[object]) -> None:
+        """Same-session proof that the LISTEN is still in place."""
+        async with asyncio.timeout(self.probe_timeout):
+            cur = await conn.execute("select pg_listening_channels()")
+            channels = {row[0] for row in await cur.fetchall()}  # type: ignore[index]
+        if self.channel not in channels:
+            raise psycopg.OperationalError("the LISTEN session lost its channel (a pooler in between?)")

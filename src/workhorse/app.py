@@ -1,0 +1,269 @@
+"""``App``: where jobs are declared, enqueued, inspected and run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from workhorse.drivers.base import Driver, Job, ListFilter, Page
+from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.postgres import PostgresDriver, check_schema_name
+from workhorse.durations import Duration
+from workhorse.errors import ConfigurationError
+from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
+from workhorse.payload import DEFAULT_MAX_BYTES
+from workhorse.retry import Retry
+
+if TYPE_CHECKING:
+    from workhorse.worker import Worker
+
+R = TypeVar("R")
+MAX_PAGE = 200
+DEFAULT_PAGE = 100
+
+
+class App:
+    """One workhorse application: a registry of jobs and a way to reach their storage.
+
+    ``App()`` resolves its database lazily (argument, ``WORKHORSE_DATABASE_URL``, else the embedded
+    server), so declaring jobs at import time never opens a connection. ``App(driver="memory")``
+    keeps everything in this process, for unit tests.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        driver: str | Driver | None = None,
+        schema: str = "workhorse",
+        max_payload_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.schema = check_schema_name(schema)
+        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
+            raise ConfigurationError(
+                cause=f"max_payload_bytes expected a positive whole number, got {max_payload_bytes!r}",
+                fix="App(max_payload_bytes=1_048_576)",
+            )
+        self.max_payload_bytes = max_payload_bytes
+        self._url = database_url
+        self._memory: Driver | None = None
+        if driver == "memory":
+            self._memory = MemoryDriver()
+        elif driver is not None and not isinstance(driver, str):
+            self._memory = driver
+        elif driver not in (None, "postgres"):
+            raise ConfigurationError(
+                cause=f"driver expected 'postgres', 'memory' or a Driver instance, got {driver!r}",
+                fix="App(driver='memory') for unit tests; omit it for PostgreSQL",
+            )
+        self.jobs: dict[str, JobHandle[Any]] = {}
+        self._drivers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PostgresDriver] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sync_driver: PostgresDriver | None = None
+        self._lock = threading.Lock()
+
+    # -- storage ------------------------------------------------------------------------------
+
+    @property
+    def is_memory(self) -> bool:
+        return self._memory is not None
+
+    @property
+    def database_url(self) -> str:
+        if self._url is None:
+            from workhorse.embedded import resolve_database_url
+
+            self._url = resolve_database_url(None)
+        return self._url
+
+    def postgres_driver(self, role: str, *, max_size: int = 10) -> PostgresDriver:
+        """A fresh Postgres driver whose connections are named ``workhorse:<role>``."""
+        return PostgresDriver(self.database_url, schema=self.schema, role=role, max_size=max_size)
+
+    @property
+    def driver(self) -> Driver:
+        """The driver for the calling event loop (psycopg async pools belong to one loop)."""
+        if self._memory is not None:
+            return self._memory
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._drivers.get(loop)
+            if found is None:
+                found = self.postgres_driver("app")
+                self._drivers[loop] = found
+            return found
+
+    def sync_driver(self) -> Any:
+        """The driver for synchronous callers (``enqueue_sync``, ``migrate_sync``)."""
+        if self._memory is not None:
+            return self._memory
+        with self._lock:
+            if self._sync_driver is None:
+                self._sync_driver = self.postgres_driver("app")
+            return self._sync_driver
+
+    async def close(self) -> None:
+        """Close this loop's connections (and the sync pool). The app stays usable; it reconnects."""
+        if self._memory is not None:
+            return
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._drivers.pop(loop, None)
+            sync_driver, self._sync_driver = self._sync_driver, None
+        if found is not None:
+            await found.close()
+        if sync_driver is not None:
+            await sync_driver.close()
+
+    async def __aenter__(self) -> App:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def migrate(self) -> list[int]:
+        """Install or upgrade the schema. Safe to run from many processes at once."""
+        return await self.driver.migrate()
+
+    def migrate_sync(self) -> list[int]:
+        if self._memory is not None:
+            return asyncio.run(self._memory.migrate())
+        driver = self.postgres_driver("migrate")
+        return asyncio.run(_migrate_and_close(driver))
+
+    # -- declarations -------------------------------------------------------------------------
+
+    @overload
+    def job(self, fn: Body[R], /) -> JobHandle[R]: ...
+
+    @overload
+    def job(
+        self,
+        name: str | None = None,
+        *,
+        queue: str = "default",
+        tenant: TenantOf | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        priority: int = 0,
+        on_settled: Callable[[Outcome], Any] | None = None,
+    ) -> Callable[[Body[R]], JobHandle[R]]: ...
+
+    def job(
+        self,
+        name: Any = None,
+        *,
+        queue: str = "default",
+        tenant: TenantOf | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        priority: int = 0,
+        on_settled: Callable[[Outcome], Any] | None = None,
+    ) -> Any:
+        """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``."""
+        if callable(name):  # bare @app.job: refused below for the missing tenant, with the job's name
+            return self._declare(name, None, queue, None, retry, timeout, priority, on_settled)
+
+        def decorate(fn: Body[R]) -> JobHandle[R]:
+            return self._declare(fn, name, queue, tenant, retry, timeout, priority, on_settled)
+
+        return decorate
+
+    def _declare(
+        self,
+        fn: Body[R],
+        name: str | None,
+        queue: str,
+        tenant: TenantOf | None,
+        retry: Retry | None,
+        timeout: Duration | None,
+        priority: int,
+        on_settled: Callable[[Outcome], Any] | None,
+    ) -> JobHandle[R]:
+        handle: JobHandle[R] = JobHandle(
+            self, fn, name=name, queue=queue, tenant=tenant, retry=retry or Retry(), timeout=timeout,
+            priority=priority, on_settled=on_settled,
+        )
+        existing = self.jobs.get(handle.name)
+        if existing is not None and existing.fn is not fn:
+            raise ConfigurationError(
+                code="JOB_NAME_TAKEN",
+                cause=f"two jobs are declared under the name {handle.name!r}",
+                fix="give one of them an explicit name: @app.job(name='...')",
+            )
+        self.jobs[handle.name] = handle
+        return handle
+
+    # -- running ------------------------------------------------------------------------------
+
+    def worker(
+        self,
+        queues: list[str] | None = None,
+        concurrency: int | dict[str, int] = 10,
+        visibility_timeout: Duration = "30s",
+        **options: Any,
+    ) -> Worker:
+        from workhorse.worker import Worker
+
+        return Worker(self, queues=queues, concurrency=concurrency, visibility_timeout=visibility_timeout, **options)
+
+    # -- inspecting and operating -------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> Job | None:
+        return await self.driver.get_job(job_id)
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        limit: int = DEFAULT_PAGE,
+        after: str | None = None,
+    ) -> Page:
+        """One page of jobs, newest first. Pass the answer's ``next`` as ``after`` for the next page."""
+        from workhorse.drivers.base import ALL_STATES
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise ConfigurationError(
+                code="PAGE_LIMIT_INVALID",
+                cause=f"limit expected a whole number from 1 to {MAX_PAGE}, got {limit!r}",
+                fix=f"ask for at most {MAX_PAGE} jobs per page and follow `next` for more",
+            )
+        if state is not None and state not in ALL_STATES:
+            raise ConfigurationError(
+                code="STATE_UNKNOWN",
+                cause=f"state expected one of {', '.join(ALL_STATES)}; got {state!r}",
+                fix="workhorse ls --state dead",
+            )
+        return await self.driver.list_jobs(
+            ListFilter(queue=queue, name=name, state=state, tenant=tenant), limit=limit, after=after
+        )
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a live job. A running one is stopped by its worker at its next heartbeat."""
+        return await self.driver.cancel(job_id)
+
+    async def requeue(self, job_id: str) -> Job:
+        """Run a finished job again, as a fresh run with its attempts reset."""
+        return await self.driver.requeue(job_id)
+
+    async def promote(self, job_id: str) -> Job:
+        """Make a waiting (delayed or backing-off) job due now."""
+        return await self.driver.promote(job_id)
+
+    async def remove(self, job_id: str) -> Job:
+        """Delete a job that is not running."""
+        return await self.driver.remove(job_id)
+
+
+async def _migrate_and_close(driver: PostgresDriver) -> list[int]:
+    try:
+        return await driver.migrate()
+    finally:
+        await driver.close()

@@ -1,0 +1,67 @@
+"""``JobContext``: what a job body is handed besides its payload."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from workhorse.errors import JobCancelledError
+
+
+@dataclass
+class JobContext:
+    """The running attempt, as its body sees it.
+
+    ``cancelled`` turns true when the attempt must stop: its ``timeout`` passed, the worker lost
+    its lease, an operator cancelled the job, or a drain reached its cut-off. An ``async def``
+    body is cancelled for it (``asyncio.CancelledError`` at its next await); a plain ``def`` body
+    runs in a thread that cannot be interrupted, so it should check ``ctx.cancelled`` or call
+    ``ctx.raise_if_cancelled()`` between units of work. Whatever a cancelled attempt returns
+    afterwards is never written.
+    """
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    logger: logging.Logger = field(repr=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _reason: str | None = field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def cancel_reason(self) -> str | None:
+        return self._reason
+
+    @property
+    def is_final_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    @property
+    def idempotency_token(self) -> str:
+        """Stable per attempt (``<job id>:<attempt>``): hand it to a downstream API that dedupes."""
+        return f"{self.id}:{self.attempt}"
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise JobCancelledError(self.name, self.id, self._reason or "cancelled")
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block a sync body up to ``timeout`` seconds; answers True when the attempt was cancelled."""
+        return self._cancel.wait(timeout)
+
+    def mark_cancelled(self, reason: str) -> None:
+        if not self._cancel.is_set():
+            self._reason = reason
+            self._cancel.set()
+
+    def extra(self) -> dict[str, Any]:
+        return {"job_id": self.id, "job": self.name, "attempt": self.attempt}

@@ -1,0 +1,1 @@
+"""Storage drivers: the contract (base), PostgreSQL and memory."""

@@ -1,0 +1,413 @@
+"""The in-process driver, for users' unit tests: no server, no schema, one lock, an injectable clock.
+
+Every method mirrors one statement of ``workhorse._db.queries.jobs`` (and how ``PostgresDriver``
+reads its answer), so the parity suite can run each scenario on both drivers: the same claim order
+and the same two claim arms (burying lapsed final attempts), a due ``delayed`` row reported
+``ready``, settle and heartbeat fenced on ``state = 'running'``, ``worker_id`` and ``claims``, the
+idempotency key held by LIVE rows of ``(name, tenant or '', key)``, newest-first keyset pages, and
+operator verbs guarded by the same states and refused with the same ``refusals``.
+
+The injected clock is this driver's database clock (``now()`` in Postgres): it is read once per
+call, so one call decides with one instant, as one statement does. Payloads, results and errors
+are kept as JSON text and decoded on every read, so mutating a dict after enqueue changes nothing
+stored, and a tuple comes back as a list. All state sits under one ``threading.Lock``: methods are
+``async`` (refusals raise on await, as in Postgres) but do their work synchronously, never
+holding the lock across an await.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from workhorse.drivers import refusals
+from workhorse.drivers.base import (
+    LIVE_STATES,
+    Buried,
+    Claimed,
+    ClaimResult,
+    Job,
+    JobRef,
+    Lease,
+    ListFilter,
+    NewJob,
+    Page,
+    Settlement,
+)
+from workhorse.errors import ConfigurationError, PayloadError
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+_OUTCOMES = frozenset({"done", "retry", "interrupted", "dead", "failed"})
+_FINISHING = frozenset({"done", "dead", "failed"})
+_KeySlot = tuple[str, str, str]
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)  # clock-ok: the memory driver's database clock, injectable for tests
+
+
+def _canonical(job_id: str) -> str | None:
+    """The id as ``uuid::text`` spells it, or None when Postgres would not take it as a uuid."""
+    return str(uuid.UUID(job_id)) if isinstance(job_id, str) and _UUID.match(job_id) else None
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _json_text(text: str | None, what: str) -> str | None:
+    """Refuse, as a ``::jsonb`` cast would, text that is not JSON; answers the text unchanged."""
+    if text is not None:
+        try:
+            json.loads(text, parse_constant=_reject_constant)
+        except (TypeError, ValueError) as error:
+            raise PayloadError(
+                cause=f"{what} is not valid JSON text ({error}): {text[:60]!r}",
+                fix="encode it with workhorse.payload before handing it to the driver",
+            ) from None
+    return text
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(slots=True)
+class _Row:
+    """One row of ``jobs``; JSON columns held as text."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    state: str
+    priority: int
+    payload: str
+    key: str | None
+    max_attempts: int
+    dead_letter: bool
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    result: str | None = None
+    last_error: str | None = None
+    progress: str | None = None
+    attempt: int = 0
+    claims: int = 0
+    worker_id: str | None = None
+    lease_expires_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    def slot(self) -> _KeySlot | None:
+        """This row's place in ``jobs_live_key_idx`` (the key counts only while the row is live)."""
+        return None if self.key is None else (self.name, self.tenant or "", self.key)
+
+    def reported_state(self, now: datetime) -> str:
+        """``JOB_COLUMNS``: a due 'delayed' row reads 'ready'."""
+        return "ready" if self.state == "delayed" and self.run_at <= now else self.state
+
+    def holds(self, worker_id: str, claims: int) -> bool:
+        """The fence every claim holder's write names: still running, same worker, same claim."""
+        return self.state == "running" and self.worker_id == worker_id and self.claims == claims
+
+    def matches(self, f: ListFilter, now: datetime) -> bool:
+        """LIST_PAGE's filters: each optional, ``state`` compared as reported."""
+        return (
+            (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
+            and (f.tenant is None or self.tenant == f.tenant)
+            and (f.state is None or self.reported_state(now) == f.state)
+        )  # fmt: skip
+
+    def job(self, now: datetime) -> Job:
+        return Job(
+            id=self.id, name=self.name, queue=self.queue, tenant=self.tenant,
+            state=self.reported_state(now), priority=self.priority, payload=_load(self.payload),
+            result=_load(self.result), last_error=_load(self.last_error), progress=_load(self.progress),
+            key=self.key, attempt=self.attempt, max_attempts=self.max_attempts,
+            dead_letter=self.dead_letter, claims=self.claims, worker_id=self.worker_id,
+            lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
+            started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
+        )  # fmt: skip
+
+    def bury(self, now: datetime) -> Buried:
+        """CLAIM's ``buried`` arm: a lease that lapsed on the final attempt ends the job."""
+        self.state = "dead" if self.dead_letter else "failed"
+        message = (
+            f"the lease lapsed on the final attempt ({self.attempt} of {self.max_attempts}): "
+            "every worker that took this job stopped heartbeating, most likely it died"
+        )
+        self.last_error = json.dumps({"type": "LeaseLapsed", "message": message, "traceback": None})
+        self.worker_id, self.lease_expires_at, self.finished_at, self.updated_at = None, None, now, now
+        return Buried(
+            id=self.id, name=self.name, queue=self.queue, tenant=self.tenant, state=self.state,
+            payload=_load(self.payload), attempt=self.attempt, max_attempts=self.max_attempts,
+            last_error=_load(self.last_error),
+        )  # fmt: skip
+
+    def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claimed:
+        """CLAIM's ``claimed`` arm: spend an attempt, move the fence, take the lease."""
+        self.state, self.worker_id, self.attempt, self.claims = (
+            "running",
+            worker_id,
+            self.attempt + 1,
+            self.claims + 1,
+        )
+        self.lease_expires_at, self.started_at, self.updated_at = lease_expires_at, now, now
+        return Claimed(
+            id=self.id, name=self.name, queue=self.queue, tenant=self.tenant, payload=_load(self.payload),
+            attempt=self.attempt, max_attempts=self.max_attempts, claims=self.claims,
+            priority=self.priority, created_at=self.created_at, run_at=self.run_at,
+        )  # fmt: skip
+
+
+class MemoryDriver:
+    """The ``Driver`` in one process. ``clock`` is its database clock (default: UTC wall time)."""
+
+    kind: str = "memory"
+
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock if clock is not None else _system_clock
+        self._lock = threading.Lock()
+        self._rows: dict[str, _Row] = {}
+        self._migrated = False
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            raise ConfigurationError(
+                cause=f"the MemoryDriver clock answered a naive datetime ({now!r}); it must be aware",
+                fix="MemoryDriver(clock=lambda: datetime.now(UTC))",
+            )
+        return now.astimezone(UTC)
+
+    def _live_holder(self, slot: _KeySlot) -> _Row | None:
+        return next((r for r in self._rows.values() if r.state in LIVE_STATES and r.slot() == slot), None)
+
+    def _get(self, job_id: str) -> _Row | None:
+        canonical = _canonical(job_id)
+        return None if canonical is None else self._rows.get(canonical)
+
+    def _find(self, job_id: str) -> _Row:
+        row = self._get(job_id)
+        if row is None:
+            raise refusals.not_found(job_id)
+        return row
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        with self._lock:
+            applied, self._migrated = ([] if self._migrated else [1]), True
+            return applied
+
+    async def check_schema(self) -> None:
+        return None
+
+    # -- enqueue: INSERT_MANY + LIVE_BY_KEYS ----------------------------------------------------
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        if conn is not None:
+            raise ConfigurationError(
+                code="CONN_UNSUPPORTED",
+                cause="the memory driver has no database transactions, so an enqueue cannot join conn=",
+                fix="drop conn= when running on MemoryDriver (a transactional enqueue needs PostgresDriver)",
+            )
+        with self._lock:
+            now = self._now()
+            checked: list[tuple[NewJob, str, datetime]] = []  # the whole batch is refused, or none of it
+            for new in jobs:
+                job_id = _canonical(new.id)
+                if job_id is None or job_id in self._rows or new.max_attempts < 1:
+                    raise ConfigurationError(
+                        cause=f"job {new.id!r} needs a fresh UUID id and max_attempts >= 1 "
+                        f"(got max_attempts={new.max_attempts})",
+                        fix="build NewJob with workhorse.ids.new_job_id() and max_attempts >= 1",
+                    )
+                if new.run_at is not None and new.run_at.tzinfo is None:
+                    raise ConfigurationError(
+                        cause=f"run_at {new.run_at!r} is a naive datetime; it must be timezone-aware",
+                        fix="pass run_at=datetime(..., tzinfo=UTC)",
+                    )
+                _json_text(new.payload, "the payload")
+                due = now + timedelta(seconds=new.delay) if new.run_at is None else new.run_at.astimezone(UTC)
+                checked.append((new, job_id, due))
+            held: dict[_KeySlot, str] = {}
+            for row in self._rows.values():
+                if row.state in LIVE_STATES and (slot := row.slot()) is not None:
+                    held[slot] = row.id
+            refs: list[JobRef] = []
+            for new, job_id, due in checked:
+                slot = None if new.key is None else (new.name, new.tenant or "", new.key)
+                if slot is not None and slot in held:
+                    refs.append(JobRef(held[slot], duplicate=True))
+                    continue
+                if job_id in self._rows:  # the same id twice in one batch: ON CONFLICT DO NOTHING
+                    refs.append(JobRef(job_id))
+                    continue
+                self._rows[job_id] = _Row(
+                    id=job_id, name=new.name, queue=new.queue, tenant=new.tenant,
+                    state="delayed" if due > now else "ready", priority=new.priority,
+                    payload=new.payload, key=new.key, max_attempts=new.max_attempts,
+                    dead_letter=new.dead_letter, run_at=due, created_at=now, updated_at=now,
+                )  # fmt: skip
+                if slot is not None:
+                    held[slot] = job_id
+                refs.append(JobRef(job_id))
+            return refs
+
+    # -- claim, heartbeat, settle ---------------------------------------------------------------
+
+    async def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        names: Sequence[str],
+        limit: int,
+        visibility: float,
+    ) -> ClaimResult:
+        if not queues:
+            raise ConfigurationError(
+                code="CLAIM_QUEUES_EMPTY",
+                cause="a claim named no queues, so it could never take a job",
+                fix="app.worker(queues=['default'])  # or queues=None for every queue with a registered job",
+            )
+        if limit <= 0 or not names:
+            return ClaimResult([], [])
+        with self._lock:
+            now = self._now()
+            queue_set, name_set = set(queues), set(names)
+            mine = [r for r in self._rows.values() if r.queue in queue_set and r.name in name_set]
+            lapsed = [r for r in mine if r.state == "running" and (r.lease_expires_at or now) < now]
+            lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:limit]
+            due = [r for r in mine if r.state in ("ready", "delayed") and r.run_at <= now]
+            due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:limit]
+            picked = ([r for r in lapsed if r.attempt < r.max_attempts] + due)[:limit]
+            buried = [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
+            claimed = [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
+        claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))  # as PostgresDriver hands them out
+        return ClaimResult(claimed, buried)
+
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
+        with self._lock:
+            expires = self._now() + timedelta(seconds=visibility)
+            renewed: set[str] = set()
+            for lease in leases:
+                r = self._get(lease.job_id)
+                if r is not None and r.holds(worker_id, lease.claims):
+                    r.lease_expires_at = expires  # updated_at untouched, as in HEARTBEAT
+                    renewed.add(r.id)
+            return renewed
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
+        for s in settlements:
+            if s.outcome not in _OUTCOMES:
+                raise ConfigurationError(
+                    cause=f"settle outcome {s.outcome!r} is not one of {sorted(_OUTCOMES)}",
+                    fix="settle with outcome 'done', 'retry', 'interrupted', 'dead' or 'failed'",
+                )
+            _json_text(s.result, "a settled result")
+            _json_text(s.error, "a settled error")
+        with self._lock:
+            now = self._now()
+            landed: set[str] = set()
+            for s in settlements:
+                r = self._get(s.job_id)
+                if r is None or not r.holds(s.worker_id, s.claims):
+                    continue
+                if s.outcome == "retry":
+                    r.state = "delayed" if s.delay > 0 else "ready"
+                else:
+                    r.state = "ready" if s.outcome == "interrupted" else s.outcome
+                if s.outcome == "done":
+                    r.result = s.result
+                if s.error is not None:
+                    r.last_error = s.error
+                if s.outcome == "interrupted":
+                    r.attempt = max(r.attempt - 1, 0)
+                if s.outcome in ("retry", "interrupted"):
+                    r.run_at = now + timedelta(seconds=s.delay)
+                r.finished_at = now if s.outcome in _FINISHING else None
+                r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
+                landed.add(r.id)
+        # SETTLE_MANY answers ids; PostgresDriver maps each settlement to "its id came back".
+        return [s.job_id in landed for s in settlements]
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> Job | None:
+        with self._lock:
+            now = self._now()
+            r = self._get(job_id)
+            return None if r is None else r.job(now)
+
+    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
+        with self._lock:
+            now = self._now()
+            rows = list(self._rows.values())
+            if after is not None:
+                cursor = self._get(after)
+                if cursor is None:
+                    raise ConfigurationError(
+                        code="PAGE_CURSOR_INVALID",
+                        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
+                        fix="start from the first page (omit the cursor), then pass each page's `next`",
+                    )
+                bound = (cursor.created_at, cursor.id)
+                rows = [r for r in rows if (r.created_at, r.id) < bound]
+            rows = [r for r in rows if r.matches(filters, now)]
+            rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+            jobs = [r.job(now) for r in rows[: max(limit, 0)]]
+        return Page(jobs, jobs[-1].id if jobs and len(jobs) == limit else None)
+
+    # -- operator verbs: CANCEL, REQUEUE, PROMOTE, REMOVE ---------------------------------------
+
+    async def cancel(self, job_id: str) -> Job:
+        with self._lock:
+            now = self._now()
+            r = self._find(job_id)
+            if r.state not in LIVE_STATES:
+                raise refusals.not_cancellable(job_id, r.reported_state(now))
+            r.state, r.worker_id, r.lease_expires_at = "cancelled", None, None
+            r.finished_at, r.updated_at = now, now
+            return r.job(now)
+
+    async def requeue(self, job_id: str) -> Job:
+        with self._lock:
+            now = self._now()
+            r = self._find(job_id)
+            if r.state in LIVE_STATES:
+                raise refusals.not_requeueable(job_id, r.reported_state(now))
+            if (slot := r.slot()) is not None and (holder := self._live_holder(slot)) is not None:
+                raise refusals.key_held(job_id, slot[2], holder.id)  # the live-key index refuses it
+            r.state, r.attempt, r.run_at, r.result, r.finished_at = "ready", 0, now, None, None
+            r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
+            return r.job(now)
+
+    async def promote(self, job_id: str) -> Job:
+        with self._lock:
+            now = self._now()
+            r = self._find(job_id)
+            if r.state not in ("ready", "delayed"):
+                raise refusals.not_promotable(job_id, r.reported_state(now))
+            r.state, r.run_at, r.updated_at = "ready", now, now
+            return r.job(now)
+
+    async def remove(self, job_id: str) -> Job:
+        with self._lock:
+            now = self._now()
+            r = self._find(job_id)
+            if r.state == "running":
+                raise refusals.not_removable(job_id)
+            del self._rows[r.id]
+            return r.job(now)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,553 @@
+"""The PostgreSQL driver: psycopg 3 with a connection pool per role.
+
+Each instance owns one async pool whose connections carry ``application_name`` ``workhorse:<role>``
+(``app``, ``claim``, ``settle``, ``heartbeat``...), so an operator can find and kill one role's
+backend. Connections run in autocommit: every statement is its own transaction, and no workhorse
+connection ever sits ``idle in transaction`` while a job body runs. psycopg errors are translated
+at this seam into ``DatabaseError``/``SchemaError``; nothing psycopg-shaped escapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import datetime
+from typing import Any, LiteralString, cast
+
+import psycopg
+import psycopg.errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from workhorse._db import migrate as migrations
+from workhorse._db.queries import jobs as sql
+from workhorse.drivers import refusals
+from workhorse.drivers.base import (
+    Buried,
+    Claimed,
+    ClaimResult,
+    Job,
+    JobRef,
+    Lease,
+    ListFilter,
+    NewJob,
+    Page,
+    Settlement,
+)
+from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_schema_name(schema: str) -> str:
+    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+        raise ConfigurationError(
+            cause=f"schema expected a lower-case SQL identifier (letters, digits, _), got {schema!r}",
+            fix="App(schema='workhorse')",
+        )
+    return schema
+
+
+def translate(error: psycopg.Error) -> WorkhorseError:
+    """Map a psycopg error to the workhorse error a person can act on."""
+    if isinstance(error, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+        return SchemaError(
+            cause=f"the workhorse tables are missing: {error}".strip(),
+            fix="workhorse migrate   # or: await app.migrate()",
+        )
+    if isinstance(error, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction):
+        return DatabaseError(
+            code="DATABASE_UNAVAILABLE",
+            cause=f"PostgreSQL could not be reached or refused the connection: {error}".strip(),
+            fix="check the server is up and WORKHORSE_DATABASE_URL is right: psql \"$WORKHORSE_DATABASE_URL\"",
+        )
+    return DatabaseError(
+        cause=f"PostgreSQL refused a statement ({type(error).__name__}): {error}".strip(),
+        fix="read the message above; if it names a workhorse table, run: workhorse migrate",
+    )
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as error:
+        raise translate(error) from error
+
+
+def _job(row: dict[str, Any]) -> Job:
+    return Job(
+        id=row["id"],
+        name=row["name"],
+        queue=row["queue"],
+        tenant=row["tenant"],
+        state=row["state"],
+        priority=row["priority"],
+        payload=row["payload"],
+        result=row["result"],
+        last_error=row["last_error"],
+        progress=row["progress"],
+        key=row["idempotency_key"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        dead_letter=row["dead_letter"],
+        claims=row["claims"],
+        worker_id=row["worker_id"],
+        lease_expires_at=row["lease_expires_at"],
+        run_at=row["run_at"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
+    return {
+        "ids": [j.id for j in jobs],
+        "names": [j.name for j in jobs],
+        "queues": [j.queue for j in jobs],
+        "tenants": [j.tenant for j in jobs],
+        "payloads": [j.payload for j in jobs],
+        "keys": [j.key for j in jobs],
+        "priorities": [j.priority for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "dead_letters": [j.dead_letter for j in jobs],
+        "run_ats": [j.run_at for j in jobs],
+        "delays": [j.delay for j in jobs],
+        "channel": channel,
+    }
+
+
+def _key_of(job: NewJob) -> tuple[str, str, str]:
+    return (job.name, job.tenant or "", job.key or "")
+
+
+class _Batch:
+    """Maps an enqueue batch to refs: in-batch duplicates first, then what the insert answered."""
+
+    def __init__(self, jobs: Sequence[NewJob]) -> None:
+        self.jobs = list(jobs)
+        self.first: dict[tuple[str, str, str], str] = {}
+        self.to_insert: list[NewJob] = []
+        for job in self.jobs:
+            if job.key is not None and _key_of(job) in self.first:
+                continue
+            if job.key is not None:
+                self.first[_key_of(job)] = job.id
+            self.to_insert.append(job)
+
+    def missing(self, inserted: set[str]) -> list[NewJob]:
+        return [j for j in self.to_insert if j.id not in inserted]
+
+    def lookup_params(self, missing: list[NewJob]) -> dict[str, Any]:
+        return {
+            "names": [j.name for j in missing],
+            "tenants": [j.tenant or "" for j in missing],
+            "keys": [j.key for j in missing],
+        }
+
+    def refs(self, inserted: set[str], live: dict[tuple[str, str, str], str]) -> list[JobRef] | None:
+        """Answer the refs, or None when a key's holder vanished in between (insert again)."""
+        out: list[JobRef] = []
+        for job in self.jobs:
+            if job.id in inserted:
+                out.append(JobRef(job.id, duplicate=False))
+                continue
+            key = _key_of(job)
+            holder = self.first.get(key) if key in self.first and self.first[key] in inserted else live.get(key)
+            if holder is None:
+                return None
+            out.append(JobRef(holder, duplicate=True))
+        return out
+
+
+class PostgresDriver:
+    """The default driver. ``role`` names the pool's connections (``workhorse:<role>``)."""
+
+    kind = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "workhorse",
+        role: str = "app",
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        self.url = url
+        self.schema = check_schema_name(schema)
+        self.role = role
+        self.channel = f"{self.schema}{sql.NOTIFY_CHANNEL_SUFFIX}"
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
+        self._sync_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        self._statements: dict[str, LiteralString] = {}
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "autocommit": True,
+            "application_name": f"workhorse:{self.role}",
+            "options": "-c TimeZone=UTC",
+            "row_factory": dict_row,
+            "connect_timeout": 10,
+        }
+
+    def q(self, statement: str) -> LiteralString:
+        """A named statement with the schema filled in (cached)."""
+        cached = self._statements.get(statement)
+        if cached is None:
+            cached = cast(LiteralString, statement.replace("{schema}", self.schema))
+            self._statements[statement] = cached
+        return cached
+
+    async def _open_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
+        if self._pool is None:
+            pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs=self.connect_kwargs(),
+                open=False,
+                name=f"workhorse:{self.role}",
+                timeout=30,
+                reconnect_timeout=0,
+            )
+            self._pool = pool
+            with translated():
+                await pool.open(wait=False)
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
+        pool = await self._open_pool()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.Error as error:
+            raise translate(error) from error
+        except TimeoutError as error:  # psycopg_pool.PoolTimeout subclasses OperationalError; belt and braces
+            raise translate(psycopg.OperationalError(str(error))) from error
+
+    @contextlib.contextmanager
+    def sync_connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        if self._sync_pool is None:
+            self._sync_pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._max_size,
+                kwargs=self.connect_kwargs(),
+                open=True,
+                name=f"workhorse:{self.role}:sync",
+                timeout=30,
+            )
+        try:
+            with self._sync_pool.connection() as conn:
+                yield conn
+        except psycopg.Error as error:
+            raise translate(error) from error
+
+    async def fetch(self, statement: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        async with self.connection() as conn:
+            cur = await conn.execute(self.q(statement), params)
+            return await cur.fetchall() if cur.description else []
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+        if self._sync_pool is not None:
+            sync_pool, self._sync_pool = self._sync_pool, None
+            sync_pool.close()
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        with translated():
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, **{**self.connect_kwargs(), "application_name": "workhorse:migrate"}
+            )
+        try:
+            with translated():
+                return await migrations.apply(conn, self.schema)
+        finally:
+            await conn.close()
+
+    async def check_schema(self) -> None:
+        async with self.connection() as conn:
+            await migrations.check(conn, self.schema)
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        if not jobs:
+            return []
+        if conn is None:
+            async with self.connection() as own:
+                return await self._enqueue_async(own, jobs)
+        if isinstance(conn, psycopg.AsyncConnection):
+            with translated():
+                return await self._enqueue_async(conn, jobs)
+        if isinstance(conn, psycopg.Connection):
+            with translated():
+                return self._enqueue_sync(conn, jobs)
+        raise _bad_conn(conn)
+
+    def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        if not jobs:
+            return []
+        if conn is None:
+            with self.sync_connection() as own:
+                return self._enqueue_sync(own, jobs)
+        if isinstance(conn, psycopg.Connection):
+            with translated():
+                return self._enqueue_sync(conn, jobs)
+        raise _bad_conn(conn)
+
+    async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        batch = _Batch(jobs)
+        pending = batch.to_insert
+        inserted: set[str] = set()
+        for _ in range(3):  # a key's holder can finish between our insert and our lookup
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self.q(sql.INSERT_MANY), _insert_params(pending, self.channel))
+            inserted |= {row["id"] for row in await cur.fetchall()}
+            missing = batch.missing(inserted)
+            live: dict[tuple[str, str, str], str] = {}
+            if missing:
+                await cur.execute(self.q(sql.LIVE_BY_KEYS), batch.lookup_params(missing))
+                live = {(r["name"], r["tenant"], r["idempotency_key"]): r["id"] for r in await cur.fetchall()}
+            refs = batch.refs(inserted, live)
+            if refs is not None:
+                return refs
+            pending = [j for j in missing if _key_of(j) not in live]
+        raise _key_race()
+
+    def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        batch = _Batch(jobs)
+        pending = batch.to_insert
+        inserted: set[str] = set()
+        for _ in range(3):
+            cur = conn.cursor(row_factory=dict_row)
+            cur.execute(self.q(sql.INSERT_MANY), _insert_params(pending, self.channel))
+            inserted |= {row["id"] for row in cur.fetchall()}
+            missing = batch.missing(inserted)
+            live: dict[tuple[str, str, str], str] = {}
+            if missing:
+                cur.execute(self.q(sql.LIVE_BY_KEYS), batch.lookup_params(missing))
+                live = {(r["name"], r["tenant"], r["idempotency_key"]): r["id"] for r in cur.fetchall()}
+            refs = batch.refs(inserted, live)
+            if refs is not None:
+                return refs
+            pending = [j for j in missing if _key_of(j) not in live]
+        raise _key_race()
+
+    # -- claim, heartbeat, settle -----------------------------------------------------------------
+
+    async def claim(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        names: Sequence[str],
+        limit: int,
+        visibility: float,
+    ) -> ClaimResult:
+        if not queues:
+            raise _empty_queues()
+        if limit <= 0 or not names:
+            return ClaimResult([], [])
+        rows = await self.fetch(
+            sql.CLAIM,
+            {
+                "worker_id": worker_id,
+                "queues": list(queues),
+                "names": list(names),
+                "limit": limit,
+                "visibility": visibility,
+            },
+        )
+        claimed: list[Claimed] = []
+        buried: list[Buried] = []
+        for r in rows:
+            if r["buried"]:
+                buried.append(
+                    Buried(
+                        id=r["id"], name=r["name"], queue=r["queue"], tenant=r["tenant"], state=r["state"],
+                        payload=r["payload"], attempt=r["attempt"], max_attempts=r["max_attempts"],
+                        last_error=r["last_error"],
+                    )
+                )
+            else:
+                claimed.append(
+                    Claimed(
+                        id=r["id"], name=r["name"], queue=r["queue"], tenant=r["tenant"], payload=r["payload"],
+                        attempt=r["attempt"], max_attempts=r["max_attempts"], claims=r["claims"],
+                        priority=r["priority"], created_at=r["created_at"], run_at=r["run_at"],
+                    )
+                )
+        # The statement does not promise an order across arms; hand jobs out in claim order.
+        claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))
+        return ClaimResult(claimed, buried)
+
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
+        if not leases:
+            return set()
+        rows = await self.fetch(
+            sql.HEARTBEAT,
+            {
+                "worker_id": worker_id,
+                "ids": [lease.job_id for lease in leases],
+                "claims": [lease.claims for lease in leases],
+                "visibility": visibility,
+            },
+        )
+        return {r["id"] for r in rows}
+
+    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
+        if not settlements:
+            return []
+        rows = await self.fetch(
+            sql.SETTLE_MANY,
+            {
+                "ids": [s.job_id for s in settlements],
+                "worker_ids": [s.worker_id for s in settlements],
+                "claims": [s.claims for s in settlements],
+                "outcomes": [s.outcome for s in settlements],
+                "results": [s.result for s in settlements],
+                "errors": [s.error for s in settlements],
+                "delays": [s.delay for s in settlements],
+            },
+        )
+        landed = {r["id"] for r in rows}
+        return [s.job_id in landed for s in settlements]
+
+    # -- reads and operator verbs ---------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> Job | None:
+        if not _is_uuid(job_id):
+            return None
+        rows = await self.fetch(sql.GET, {"id": job_id})
+        return _job(rows[0]) if rows else None
+
+    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
+        if after is not None and (not _is_uuid(after) or not await self.fetch(sql.CURSOR_EXISTS, {"id": after})):
+            raise _bad_cursor(after)
+        rows = await self.fetch(
+            sql.LIST_PAGE,
+            {
+                "queue": filters.queue,
+                "name": filters.name,
+                "tenant": filters.tenant,
+                "state": filters.state,
+                "after": after,
+                "limit": limit,
+            },
+        )
+        jobs = [_job(r) for r in rows]
+        return Page(jobs, jobs[-1].id if len(jobs) == limit and jobs else None)
+
+    async def _verb(self, statement: str, job_id: str) -> tuple[Job | None, Job | None]:
+        """Run a guarded verb; answers (job after, job before) — after is None when it missed."""
+        before = await self.get_job(job_id)
+        if before is None:
+            raise refusals.not_found(job_id)
+        rows = await self.fetch(statement, {"id": job_id})
+        if not rows:
+            current = await self.get_job(job_id)
+            if current is None:
+                raise refusals.not_found(job_id)
+            return None, current
+        return await self.get_job(job_id), before
+
+    async def cancel(self, job_id: str) -> Job:
+        after, before = await self._verb(sql.CANCEL, job_id)
+        if after is None:
+            assert before is not None
+            raise refusals.not_cancellable(job_id, before.state)
+        return after
+
+    async def requeue(self, job_id: str) -> Job:
+        try:
+            after, before = await self._verb(sql.REQUEUE, job_id)
+        except DatabaseError as error:
+            if isinstance(error.__cause__, psycopg.errors.UniqueViolation):
+                job = await self.get_job(job_id)
+                assert job is not None and job.key is not None
+                holder = await self._live_holder(job)
+                raise refusals.key_held(job_id, job.key, holder) from None
+            raise
+        if after is None:
+            assert before is not None
+            raise refusals.not_requeueable(job_id, before.state)
+        return after
+
+    async def _live_holder(self, job: Job) -> str | None:
+        rows = await self.fetch(
+            sql.LIVE_BY_KEYS, {"names": [job.name], "tenants": [job.tenant or ""], "keys": [job.key]}
+        )
+        return rows[0]["id"] if rows else None
+
+    async def promote(self, job_id: str) -> Job:
+        after, before = await self._verb(sql.PROMOTE, job_id)
+        if after is None:
+            assert before is not None
+            raise refusals.not_promotable(job_id, before.state)
+        return after
+
+    async def remove(self, job_id: str) -> Job:
+        after, before = await self._verb(sql.REMOVE, job_id)
+        if after is None and before is not None and before.state == "running":
+            raise refusals.not_removable(job_id)
+        assert before is not None
+        return before
+
+    async def now(self) -> datetime:
+        """The database's clock."""
+        rows = await self.fetch("select now() as now")
+        value: datetime = rows[0]["now"]
+        return value
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+
+
+def _is_uuid(value: str) -> bool:
+    return isinstance(value, str) and bool(_UUID.match(value))
+
+
+def _bad_conn(conn: Any) -> ConfigurationError:
+    return ConfigurationError(
+        code="CONN_INVALID",
+        cause=f"conn= expected an open psycopg Connection or AsyncConnection, got {type(conn).__name__}",
+        fix="pass the psycopg connection whose transaction the job must join: enqueue(payload, conn=conn)",
+    )
+
+
+def _empty_queues() -> ConfigurationError:
+    return ConfigurationError(
+        code="CLAIM_QUEUES_EMPTY",
+        cause="a claim named no queues, so it could never take a job",
+        fix="app.worker(queues=['default'])  # or queues=None for every queue with a registered job",
+    )
+
+
+def _bad_cursor(after: str) -> ConfigurationError:
+    return ConfigurationError(
+        code="PAGE_CURSOR_INVALID",
+        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
+        fix="start from the first page (omit the cursor), then pass each page's `next`",
+    )
+
+
+def _key_race() -> DatabaseError:
+    return DatabaseError(
+        code="ENQUEUE_KEY_CONTENDED",
+        cause="an idempotency key kept changing hands while enqueueing (held, then finished, three times)",
+        fix="retry the enqueue",
+    )

@@ -1,0 +1,379 @@
+"""The embedded PostgreSQL: a private dev/test server that workhorse starts for you.
+
+Every entry point resolves its database URL the same way: an explicit argument, else the
+``WORKHORSE_DATABASE_URL`` environment variable, else the server this module runs.
+
+Lifecycle:
+
+* **Home.** ``./.workhorse/`` (or ``WORKHORSE_HOME``) holds ``data/`` (the cluster), ``server.json``
+  (port and URL), ``postgres.log`` and ``lock``.
+* **First use.** ``ensure_started()`` takes the file lock, runs ``initdb`` (into a scratch directory
+  renamed into place, so a half-made cluster is never mistaken for a real one), picks a free TCP
+  port once, records it in ``server.json`` and starts the server with ``pg_ctl``.
+* **Reuse.** Later calls, from any process that resolves the same home, find the server accepting
+  connections and return the same URL. The lock makes racing processes start it exactly once.
+* **Stop.** The server outlives the processes that started it; only ``stop()`` ends it. Nothing here
+  ever deletes the cluster.
+
+This is a development and test server: ``fsync``, ``synchronous_commit`` and ``full_page_writes`` are
+off, so a machine crash (not a process crash) can lose or corrupt its data. Point
+``WORKHORSE_DATABASE_URL`` at a real server for data you need to keep.
+
+PostgreSQL refuses to run as root: as root, its binaries run as the ``postgres`` user (else
+``nobody``), who must be able to traverse the paths to the binaries and to the home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from filelock import FileLock, Timeout
+
+from workhorse.errors import EmbeddedServerError
+
+if TYPE_CHECKING:
+    import pwd
+
+ENV_URL = "WORKHORSE_DATABASE_URL"
+ENV_HOME = "WORKHORSE_HOME"
+# Where find_binaries() looks after PATH; module constants so tests can point them elsewhere.
+PGSERVER_PACKAGE = "pgserver"
+SYSTEM_ROOTS: tuple[Path, ...] = (Path("/usr/lib/postgresql"),)
+
+_BINARIES = ("initdb", "pg_ctl", "postgres")
+_HOST = "127.0.0.1"
+_LOCK_TIMEOUT = 180.0
+_SETTINGS = "-c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+_Info = dict[str, Any]
+_Done = subprocess.CompletedProcess[str]
+
+
+def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
+    """The embedded server's home: ``home``, else ``$WORKHORSE_HOME``, else ``./.workhorse``."""
+    raw = home if home is not None else os.environ.get(ENV_HOME) or Path.cwd() / ".workhorse"
+    return Path(raw).expanduser().resolve()
+
+
+def find_binaries() -> Path:
+    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``."""
+    searched = [f"the {PGSERVER_PACKAGE!r} package"]
+    spec = importlib.util.find_spec(PGSERVER_PACKAGE)  # locates the package without importing it
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if _has_binaries(candidate := Path(location) / "pginstall" / "bin"):
+            return candidate
+    searched.append("pg_ctl on PATH")
+    if (on_path := shutil.which("pg_ctl")) and _has_binaries(candidate := Path(on_path).resolve().parent):
+        return candidate
+    for root in SYSTEM_ROOTS:
+        searched.append(f"{root}/*/bin")
+        for candidate in sorted(root.glob("*/bin"), key=_major_minor, reverse=True):
+            if _has_binaries(candidate):
+                return candidate
+    raise EmbeddedServerError(
+        cause=f"no PostgreSQL server binaries ({', '.join(_BINARIES)}) found; searched {', '.join(searched)}",
+        fix="pip install 'workhorse[embedded]' for bundled binaries, "
+        f"or set {ENV_URL}=postgresql://user@host:5432/dbname to use your own server",
+        code="EMBEDDED_BINARIES_MISSING",
+    )
+
+
+def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike[str] | None = None) -> str:
+    """The explicit URL, else ``$WORKHORSE_DATABASE_URL``, else the embedded server (started if needed)."""
+    return explicit or os.environ.get(ENV_URL) or ensure_started(home)
+
+
+def ensure_started(home: str | os.PathLike[str] | None = None) -> str:
+    """Start the home's server unless it already runs (initialising it on first use); return its URL."""
+    h = home_dir(home)
+    info = _read_info(h)
+    if info is not None and _serving(info["port"], h / "data"):
+        return _url(info["port"])
+    h.mkdir(parents=True, exist_ok=True)
+    with _locked(h):
+        info = _read_info(h)  # another process may have started it while we waited
+        bins = _binaries(info)
+        user = _server_user()
+        if user is not None:
+            _grant_access(h, bins, user)
+        if not (h / "data").is_dir():
+            _initdb(h, bins, user)
+            info = None
+        if info is None:
+            info = _write_info(h, _free_port(), bins)
+        if not _serving(info["port"], h / "data"):
+            info = _start(h, bins, user, info)
+        return _url(info["port"])
+
+
+def stop(home: str | os.PathLike[str] | None = None) -> bool:
+    """Stop the home's server (fast shutdown, data kept). Answers whether one was running."""
+    h = home_dir(home)
+    data = h / "data"
+    if not data.is_dir():
+        return False
+    with _locked(h):
+        pid = _recorded_pid(data)
+        if pid is None or not _is_postmaster(pid, data):
+            return False
+        done = _pg_ctl(h, _binaries(_read_info(h)), _server_user(), "stop", "-m", "fast", "-w", "-t", "60")
+        if done.returncode != 0:
+            raise _failed("pg_ctl stop", done, f"read {h / 'postgres.log'}", "EMBEDDED_STOP_FAILED")
+        return True
+
+
+def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
+    """Where the home is, whether its server runs, its URL and port, and the binaries in use."""
+    h = home_dir(home)
+    info = _read_info(h)
+    port: int | None = info["port"] if info else None
+    try:
+        binaries: str | None = str(_binaries(info))
+    except EmbeddedServerError:
+        binaries = None
+    running = port is not None and _serving(port, h / "data")
+    url = _url(port) if port is not None else None
+    return {"home": str(h), "running": running, "url": url, "port": port, "binaries": binaries}
+
+
+def _major_minor(bin_dir: Path) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", bin_dir.parent.name)]
+
+
+def _has_binaries(directory: Path) -> bool:
+    return all(os.access(directory / name, os.X_OK) for name in _BINARIES)
+
+
+def _binaries(info: _Info | None) -> Path:
+    # A cluster only runs under the major version that made it: keep using the binaries that did.
+    recorded = Path(info["binaries"]) if info and info.get("binaries") else None
+    return recorded if recorded is not None and _has_binaries(recorded) else find_binaries()
+
+
+def _url(port: int) -> str:
+    return f"postgresql://postgres@{_HOST}:{port}/postgres"
+
+
+def _read_info(h: Path) -> _Info | None:
+    try:
+        info = json.loads((h / "server.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) and isinstance(info.get("port"), int) else None
+
+
+def _write_info(h: Path, port: int, bins: Path) -> _Info:
+    info: _Info = {"url": _url(port), "host": _HOST, "port": port, "user": "postgres", "database": "postgres"}
+    info |= {"data": str(h / "data"), "binaries": str(bins)}
+    scratch = h / "server.json.tmp"
+    scratch.write_text(json.dumps(info, indent=2) + "\n")
+    scratch.replace(h / "server.json")
+    return info
+
+
+@contextlib.contextmanager
+def _locked(h: Path) -> Iterator[None]:
+    try:
+        with FileLock(h / "lock", timeout=_LOCK_TIMEOUT):
+            yield
+    except Timeout as exc:
+        raise EmbeddedServerError(
+            cause=f"another process held {h / 'lock'} for over {_LOCK_TIMEOUT:.0f}s",
+            fix=f"find the stuck process (fuser {h / 'lock'}) and end it, then retry",
+            code="EMBEDDED_START_FAILED",
+        ) from exc
+
+
+def _serving(port: int, data: Path) -> bool:
+    """Whether our cluster (not some other server that took the port) accepts connections there."""
+    try:
+        with psycopg.connect(_url(port), connect_timeout=2, autocommit=True) as conn:
+            row = conn.execute("select current_setting('data_directory')").fetchone()
+    except psycopg.Error:
+        return False
+    return row is not None and Path(row[0]).resolve() == data.resolve()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as PostgreSQL binds: TIME_WAIT is fine
+        try:
+            sock.bind((_HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _server_user() -> pwd.struct_passwd | None:
+    """The unprivileged account PostgreSQL runs as when we are root, which it refuses."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    import pwd  # noqa: PLC0415 - POSIX only, and only needed as root
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    raise EmbeddedServerError(
+        cause="running as root, which PostgreSQL refuses, and there is no 'postgres' or 'nobody' user",
+        fix="useradd --system postgres   # or run as a non-root user",
+        code="EMBEDDED_NO_USER",
+    )
+
+
+def _grant_access(h: Path, bins: Path, user: pwd.struct_passwd) -> None:
+    h.chmod(h.stat().st_mode | stat.S_IXOTH)
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for path in (bins, *bins.parents, h, *h.parents):
+        st = path.stat()
+        other_bit = stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH
+        if not st.st_mode & (stat.S_IXUSR if st.st_uid == user.pw_uid else other_bit):
+            raise EmbeddedServerError(
+                cause=f"PostgreSQL must run as {user.pw_name!r} (not root), who cannot traverse {path}",
+                fix=f"chmod o+x {path}   # or set {ENV_HOME} to a directory {user.pw_name} can reach",
+                code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+            )
+    log = h / "postgres.log"
+    log.touch()
+    os.chown(log, user.pw_uid, user.pw_gid)
+
+
+def _run(user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
+    """Run a server binary, as ``user`` when we are root; output captured unless redirected."""
+    if user is not None:
+        kw |= {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    if "stdout" not in kw:
+        kw["capture_output"] = True
+    return subprocess.run([str(a) for a in args], check=False, text=True, stdin=subprocess.DEVNULL, **kw)
+
+
+def _pg_ctl(h: Path, bins: Path, user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
+    return _run(user, bins / "pg_ctl", "-D", h / "data", *args, cwd=h, **kw)
+
+
+def _failed(what: str, done: _Done, fix: str, code: str) -> EmbeddedServerError:
+    output = (done.stdout or "") + (done.stderr or "")
+    return EmbeddedServerError(f"{what} failed (exit {done.returncode}): {_tail(output)}", fix, code=code)
+
+
+def _initdb(h: Path, bins: Path, user: pwd.struct_passwd | None) -> None:
+    scratch = h / "data.init"
+    shutil.rmtree(scratch, ignore_errors=True)  # left by an initdb that was killed midway
+    scratch.mkdir(mode=0o700)
+    if user is not None:
+        os.chown(scratch, user.pw_uid, user.pw_gid)
+    args = ["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]
+    done = _run(user, bins / "initdb", "-D", scratch, *args, cwd=h)
+    if done.returncode != 0:
+        raise _failed("initdb", done, "fix the cause shown, then retry", "EMBEDDED_INIT_FAILED")
+    scratch.rename(h / "data")
+
+
+def _start(h: Path, bins: Path, user: pwd.struct_passwd | None, info: _Info) -> _Info:
+    _clear_stale_pidfile(h / "data")
+    for attempt in (1, 2):
+        if not _port_free(info["port"]):
+            info = _write_info(h, _free_port(), bins)
+        opts = f"-p {info['port']} -c listen_addresses={_HOST} -c unix_socket_directories='' {_SETTINGS}"
+        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", opts, "start"]
+        # A file, not a pipe: the postmaster outlives pg_ctl and must not hold our caller's pipes open.
+        with tempfile.TemporaryFile("w+") as out:
+            done = _pg_ctl(h, bins, user, *args, stdout=out, stderr=subprocess.STDOUT)
+            out.seek(0)
+            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(h)}"
+        if done.returncode == 0:
+            return info
+        if attempt == 2 or _port_free(info["port"]):
+            raise _failed("pg_ctl start", done, f"read {h / 'postgres.log'}", "EMBEDDED_START_FAILED")
+        # else something took the port between our check and the server's bind: pick another
+    raise AssertionError("unreachable")
+
+
+def _pidfile(data: Path) -> list[str]:
+    try:
+        return (data / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _recorded_pid(data: Path) -> int | None:
+    lines = _pidfile(data)
+    return int(lines[0]) if lines and lines[0].isdigit() else None
+
+
+def _is_postmaster(pid: int, data: Path) -> bool:
+    """Whether ``pid`` is a live postmaster of ``data``: not gone, not a zombie, not a reused pid."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if not Path("/proc/self/stat").exists():
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and os.fsencode(data) in cmdline.split(b"\0")
+
+
+def _clear_stale_pidfile(data: Path) -> None:
+    # PostgreSQL removes a dead postmaster's pid file itself, but not when that pid is an unreaped
+    # zombie (a SIGKILLed server whose parent is gone) or was reused by another process: both would
+    # wedge every start. Removing the file also drops PostgreSQL's own check that no orphaned backend
+    # still uses the old shared memory, so wait for those to detach first.
+    pid = _recorded_pid(data)
+    if pid is None or _is_postmaster(pid, data):
+        return
+    lines = _pidfile(data)
+    shm = lines[6].split() if len(lines) > 6 else []  # line 7: shared memory key and id
+    deadline = time.monotonic() + 15
+    while len(shm) == 2 and _shm_attached(shm[1]):
+        if time.monotonic() > deadline:
+            raise EmbeddedServerError(
+                cause=f"processes of a killed server (pid {pid}) still use shared memory segment {shm[1]}",
+                fix="end the leftover 'postgres:' processes, then retry",
+                code="EMBEDDED_START_FAILED",
+            )
+        time.sleep(0.1)
+    (data / "postmaster.pid").unlink(missing_ok=True)
+
+
+def _shm_attached(shmid: str) -> bool:
+    with contextlib.suppress(OSError):
+        for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[1] == shmid:
+                return int(fields[6]) > 0
+    return False
+
+
+def _log_tail(h: Path) -> str:
+    with contextlib.suppress(OSError), (h / "postgres.log").open("rb") as log:
+        log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+        return _tail(log.read().decode(errors="replace"))
+    return "(no log)"
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return " / ".join(line for line in text.strip().splitlines()[-lines:] if line.strip()) or "(no output)"

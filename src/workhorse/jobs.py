@@ -1,0 +1,240 @@
+"""``@app.job`` declarations and ``JobHandle``: enqueue, enqueue_many, enqueue_sync."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from workhorse.context import JobContext
+from workhorse.drivers.base import JobRef, NewJob
+from workhorse.durations import Duration, to_seconds
+from workhorse.errors import ConfigurationError
+from workhorse.ids import new_job_id
+from workhorse.payload import encode
+from workhorse.retry import Retry
+
+if TYPE_CHECKING:
+    from workhorse.app import App
+
+R = TypeVar("R")
+Body = Callable[[JobContext, Any], Awaitable[R]] | Callable[[JobContext, Any], R]
+TenantOf = Callable[[Any], str] | Literal["none"]
+MAX_KEY_LENGTH = 200
+MAX_TENANT_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended, handed to its ``on_settled`` hook after the settle landed.
+
+    ``kind`` is ``completed`` (returned), ``dead-lettered`` (state ``dead``) or ``dropped``
+    (failed for good with ``dead_letter=False``). Never called for a retry, a cancel or a drain.
+    """
+
+    kind: Literal["completed", "dead-lettered", "dropped"]
+    job_id: str
+    name: str
+    attempt: int
+    payload: Any
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > limit or "\x00" in value:
+        raise ConfigurationError(cause=f"{what} expected a non-empty string of at most {limit} characters, "
+                                 f"got {value!r}", fix=fix)
+    return value
+
+
+class JobHandle(Generic[R]):
+    """A declared job. Call ``enqueue`` to schedule it; call the handle itself to run the body inline."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Body[R],
+        *,
+        name: str | None,
+        queue: str,
+        tenant: TenantOf | None,
+        retry: Retry,
+        timeout: Duration | None,
+        priority: int,
+        on_settled: Callable[[Outcome], Any] | None,
+    ) -> None:
+        self.name = _check_text(name if name is not None else _name_of(fn), "job name", 200, "@app.job(name='emails.send')")
+        self.queue = _check_text(queue, f"queue of job {self.name!r}", 200, "@app.job(queue='default')")
+        if tenant is None:
+            raise ConfigurationError(
+                code="JOB_TENANT_REQUIRED",
+                cause=f"job {self.name!r} declares no tenant: every job must say whose work it is",
+                fix=f"@app.job(tenant=lambda p: p['org_id']) on {self.name!r}, or tenant='none' for work that "
+                "belongs to no tenant",
+            )
+        if tenant != "none" and not callable(tenant):
+            raise ConfigurationError(
+                code="JOB_TENANT_REQUIRED",
+                cause=f"job {self.name!r}: tenant expected a callable payload -> str or the literal 'none', "
+                f"got {tenant!r}",
+                fix="@app.job(tenant=lambda p: p['org_id'])",
+            )
+        if not isinstance(retry, Retry):
+            raise ConfigurationError(
+                cause=f"job {self.name!r}: retry expected a workhorse.Retry, got {retry!r}",
+                fix="@app.job(retry=Retry(attempts=5))",
+            )
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -32768 <= priority <= 32767:
+            raise ConfigurationError(
+                cause=f"job {self.name!r}: priority expected a whole number from -32768 to 32767, got {priority!r}",
+                fix="@app.job(priority=10)   # higher runs first",
+            )
+        if not callable(fn):
+            raise ConfigurationError(cause=f"@app.job expected a function, got {fn!r}", fix="decorate a def")
+        self.app = app
+        self.fn = fn
+        self.tenant = tenant
+        self.retry = retry
+        self.timeout = None if timeout is None else to_seconds(timeout, what="timeout", allow_zero=False)
+        self.priority = priority
+        self.on_settled = on_settled
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.name} queue={self.queue}>"
+
+    def __call__(self, ctx: JobContext, payload: Any) -> Any:
+        return self.fn(ctx, payload)
+
+    def tenant_for(self, payload: Any) -> str | None:
+        if self.tenant == "none":
+            return None
+        assert callable(self.tenant)
+        try:
+            value = self.tenant(payload)
+        except Exception as error:
+            raise ConfigurationError(
+                code="TENANT_INVALID",
+                cause=f"job {self.name!r}: its tenant function raised {type(error).__name__}: {error}",
+                fix="make the tenant function total over every payload you enqueue",
+            ) from error
+        return _check_text(
+            value, f"tenant of job {self.name!r}", MAX_TENANT_LENGTH,
+            "return the tenant id as a string, e.g. tenant=lambda p: str(p['org_id'])",
+        )
+
+    def build(
+        self,
+        payload: Any,
+        *,
+        key: str | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+    ) -> NewJob:
+        """Validate one enqueue and answer the row to insert. Raises before anything is written."""
+        if key is not None:
+            _check_text(key, f"key of job {self.name!r}", MAX_KEY_LENGTH, "enqueue(payload, key='welcome:7')")
+        if delay is not None and run_at is not None:
+            raise ConfigurationError(
+                cause=f"job {self.name!r}: both delay= and run_at= were given; they name the same thing",
+                fix="pass one of them: delay='5m' or run_at=datetime(..., tzinfo=UTC)",
+            )
+        if run_at is not None and (not isinstance(run_at, datetime) or run_at.utcoffset() is None):
+            raise ConfigurationError(
+                cause=f"job {self.name!r}: run_at expected a timezone-aware datetime, got {run_at!r}",
+                fix="run_at=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)",
+            )
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
+                                     or not -32768 <= priority <= 32767):
+            raise ConfigurationError(
+                cause=f"job {self.name!r}: priority expected a whole number from -32768 to 32767, got {priority!r}",
+                fix="enqueue(payload, priority=10)   # higher runs first",
+            )
+        return NewJob(
+            id=str(new_job_id()),
+            name=self.name,
+            queue=self.queue,
+            tenant=self.tenant_for(payload),
+            payload=encode(payload, max_bytes=self.app.max_payload_bytes),
+            key=key,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.retry.attempts,
+            dead_letter=self.retry.dead_letter,
+            run_at=run_at,
+            delay=0.0 if delay is None else to_seconds(delay, what="delay"),
+        )
+
+    async def enqueue(
+        self,
+        payload: Any,
+        *,
+        key: str | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        conn: Any = None,
+    ) -> JobRef:
+        """Schedule one run. With ``conn=``, inside that connection's open transaction."""
+        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority)
+        refs = await self.app.driver.enqueue_many([job], conn=conn)
+        return refs[0]
+
+    async def enqueue_many(
+        self,
+        payloads: Sequence[Any],
+        *,
+        keys: Sequence[str | None] | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        conn: Any = None,
+    ) -> list[JobRef]:
+        """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
+        jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority)
+        return await self.app.driver.enqueue_many(jobs, conn=conn)
+
+    def enqueue_sync(
+        self,
+        payload: Any,
+        *,
+        key: str | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        conn: Any = None,
+    ) -> JobRef:
+        """``enqueue`` for synchronous code (a Django or Flask view). Safe from any thread."""
+        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority)
+        return self.app.sync_driver().enqueue_many_sync([job], conn=conn)[0]
+
+    def _build_many(
+        self,
+        payloads: Sequence[Any],
+        *,
+        keys: Sequence[str | None] | None,
+        delay: Duration | None,
+        run_at: datetime | None,
+        priority: int | None,
+    ) -> list[NewJob]:
+        if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Sequence):
+            raise ConfigurationError(
+                cause=f"enqueue_many expected a list of payloads, got {type(payloads).__name__}",
+                fix="job.enqueue_many([p1, p2, p3])",
+            )
+        if keys is not None and len(keys) != len(payloads):
+            raise ConfigurationError(
+                cause=f"enqueue_many got {len(payloads)} payloads but {len(keys)} keys",
+                fix="pass one key per payload (None for no key), or no keys at all",
+            )
+        return [
+            self.build(p, key=None if keys is None else keys[i], delay=delay, run_at=run_at, priority=priority)
+            for i, p in enumerate(payloads)
+        ]

@@ -1,0 +1,604 @@
+"""The worker: claims due jobs, runs their bodies, keeps their leases, settles their outcomes.
+
+Two event loops, on purpose. Job bodies run on the loop that called ``run()`` (the *body loop*;
+plain ``def`` bodies go to a bounded thread pool from there). Everything that keeps a claim
+alive — claiming, lease renewal, settling — runs on a *control loop* in its own thread with its
+own connections. An ``async def`` body that blocks its loop with ``time.sleep`` or CPU work
+therefore cannot starve its own heartbeat: the lease keeps being renewed, no second worker runs
+the job meanwhile, and the control loop logs a warning naming the body that blocked.
+
+A lease is held, not owned. Each renewal is one statement for every held job, fenced on the
+claim. A job missing from the answer was taken from us (cancelled by an operator, or re-claimed
+after our lease lapsed): its body is cancelled and nothing it produces is written. When no
+renewal lands for a whole visibility window (the database is unreachable), the worker assumes it
+lost every lease and cancels every run.
+
+Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
+or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
+at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
+the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from workhorse._runtime.execute import Run, Verdict, execute
+from workhorse._runtime.listener import Listener
+from workhorse.context import JobContext
+from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement
+from workhorse.durations import Duration, to_seconds
+from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.jobs import Outcome
+
+if TYPE_CHECKING:
+    from workhorse.app import App
+
+log = logging.getLogger("workhorse.worker")
+
+ON_SETTLED_TRIES = 3
+LOOP_LAG_WARNING = 1.0  # seconds the body loop may be unresponsive before we name the culprit
+
+
+@dataclass
+class WorkerStats:
+    """What one worker did. ``interrupted`` counts attempts handed back by a drain, unspent."""
+
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    lease_lost: int = 0
+    settle_missed: int = 0
+    buried: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class _Held:
+    run: Run
+    lease: Lease
+    slot_queue: str
+    body_done: bool = False
+    settled: bool = False
+    thread_alive: bool = False
+
+
+@dataclass
+class _Control:
+    """State owned by the control loop (only touched from the control thread)."""
+
+    loop: asyncio.AbstractEventLoop
+    claim: Driver
+    settle: Driver
+    heartbeat: Driver
+    wake: asyncio.Event
+    settles: asyncio.Queue[tuple[_Held, Verdict]]
+    last_renewal: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """Runs the app's jobs. Use ``await worker.run()``; ``await worker.stop()`` drains it."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int | dict[str, int] = 10,
+        visibility_timeout: Duration = "30s",
+        poll_interval: Duration = "2s",
+        drain_timeout: Duration = "25s",
+        sync_threads: int | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.app = app
+        known_queues = sorted({h.queue for h in app.jobs.values()})
+        if queues is not None and (isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)):
+            raise ConfigurationError(
+                cause=f"queues expected a list of queue names, got {queues!r}",
+                fix="app.worker(queues=['default', 'emails'])",
+            )
+        self.queues = list(queues) if queues is not None else known_queues
+        if not self.queues:
+            raise ConfigurationError(
+                code="WORKER_NO_QUEUES",
+                cause="the worker has no queue to claim from: no job is declared on this app and no queues= given",
+                fix="declare jobs with @app.job before creating the worker, or pass --app module:app to the CLI",
+            )
+        self.concurrency = self._read_concurrency(concurrency)
+        self.visibility = to_seconds(visibility_timeout, what="visibility_timeout", allow_zero=False)
+        if self.visibility < 1:
+            raise ConfigurationError(
+                cause=f"visibility_timeout must be at least 1s (a lease shorter than a round trip would "
+                f"lapse under load), got {visibility_timeout!r}",
+                fix="app.worker(visibility_timeout='30s')",
+            )
+        self.poll_interval = to_seconds(poll_interval, what="poll_interval", allow_zero=False)
+        self.drain_timeout = to_seconds(drain_timeout, what="drain_timeout")
+        self.heartbeat_interval = max(min(self.visibility / 3, 10.0), 0.2)
+        self.handle_signals = handle_signals
+        total = sum(self.concurrency.values())
+        self.sync_threads = sync_threads or total
+        self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
+        self.stats = WorkerStats()
+        self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
+        self._held: dict[str, _Held] = {}
+        self._busy: dict[str, int] = dict.fromkeys(self.queues, 0)
+        self._lock = threading.Lock()  # guards _held and _busy across the two loops
+        self._accepting = True
+        self._stopped = asyncio.Event()
+        self._control: _Control | None = None
+        self._body_loop: asyncio.AbstractEventLoop | None = None
+        self._drain_deadline: float | None = None
+        self._burst = False
+        self._signals = 0
+        self._running = False
+
+    def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
+        def check(value: Any, what: str) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+                raise ConfigurationError(
+                    cause=f"{what} expected a whole number from 1 to 10000, got {value!r}",
+                    fix="app.worker(concurrency=10)   # or {'emails': 5, 'default': 10}",
+                )
+            return value
+
+        if isinstance(concurrency, dict):
+            for queue in concurrency:
+                if queue not in self.queues:
+                    raise ConfigurationError(
+                        cause=f"concurrency names queue {queue!r}, which this worker does not claim from "
+                        f"({', '.join(self.queues)})",
+                        fix="name only queues the worker runs, or add it to queues=",
+                    )
+            default = 10
+            return {q: check(concurrency[q], f"concurrency[{q!r}]") if q in concurrency else default
+                    for q in self.queues}
+        value = check(concurrency, "concurrency")
+        return dict.fromkeys(self.queues, value)
+
+    # -- public lifecycle -------------------------------------------------------------------------
+
+    async def run(self, *, burst: bool = False) -> WorkerStats:
+        """Work until ``stop()`` or a signal (then drain); with ``burst``, until nothing is due."""
+        if self._running:
+            raise ConfigurationError(code="WORKER_RUNNING", cause="this worker is already running",
+                                     fix="create a second worker with app.worker() instead")
+        self._running = True
+        self._burst = burst
+        self._body_loop = asyncio.get_running_loop()
+        if not self.app.is_memory:
+            await self.app.driver.check_schema()
+        pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
+        self._pool = pool
+        ready = threading.Event()
+        thread = threading.Thread(target=self._control_main, args=(ready,), name=f"workhorse-control-{self.id}",
+                                  daemon=True)
+        installed = self._install_signals() if self.handle_signals else []
+        thread.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            for sig in installed:
+                self._body_loop.remove_signal_handler(sig)
+            await asyncio.to_thread(thread.join)
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._running = False
+        if self._failure is not None:
+            raise self._failure
+        return self.stats
+
+    async def stop(self, *, cut_off: bool = False) -> None:
+        """Drain: stop claiming, let running jobs finish up to ``drain_timeout``, then return."""
+        self._begin_drain(cut_off=cut_off)
+        await self._stopped.wait()
+
+    _failure: BaseException | None = None
+
+    def _install_signals(self) -> list[signal.Signals]:
+        assert self._body_loop is not None
+        installed: list[signal.Signals] = []
+        if threading.current_thread() is not threading.main_thread():
+            return installed
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._body_loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
+                pass
+        return installed
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        log.warning("worker %s: %s received, %s", self.id, sig.name,
+                    "draining" if self._signals == 1 else "cutting off the drain now")
+        self._begin_drain(cut_off=self._signals > 1)
+
+    def _begin_drain(self, *, cut_off: bool) -> None:
+        """Thread-safe: flip to draining and arm the cut-off."""
+        with self._lock:
+            self._accepting = False
+            deadline = time.monotonic() + (0 if cut_off else self.drain_timeout)
+            if self._drain_deadline is None or deadline < self._drain_deadline:
+                self._drain_deadline = deadline
+        control = self._control
+        if control is not None:
+            control.loop.call_soon_threadsafe(control.wake.set)
+
+    # -- the control thread -------------------------------------------------------------------
+
+    def _control_main(self, ready: threading.Event) -> None:
+        try:
+            asyncio.run(self._control_run(ready))
+        except BaseException as error:  # noqa: BLE001 - handed to run() to re-raise on the caller's loop
+            self._failure = error
+            log.exception("worker %s: control loop failed", self.id)
+        finally:
+            assert self._body_loop is not None
+            with contextlib.suppress(RuntimeError):  # the body loop may already be closed
+                self._body_loop.call_soon_threadsafe(self._stopped.set)
+
+    def _drivers(self) -> tuple[Driver, Driver, Driver]:
+        if self.app.is_memory:
+            driver = self.app.driver
+            return driver, driver, driver
+        return (
+            self.app.postgres_driver("claim", max_size=1),
+            self.app.postgres_driver("settle", max_size=1),
+            self.app.postgres_driver("heartbeat", max_size=1),
+        )
+
+    async def _control_run(self, ready: threading.Event) -> None:
+        claim, settle, heartbeat = self._drivers()
+        control = _Control(
+            loop=asyncio.get_running_loop(), claim=claim, settle=settle, heartbeat=heartbeat,
+            wake=asyncio.Event(), settles=asyncio.Queue(),
+        )
+        self._control = control
+        listener = None
+        if not self.app.is_memory:
+            listener = Listener(self.app.database_url, f"{self.app.schema}_jobs", self.queues, control.wake)
+            listener.start()
+        ready.set()
+        log.info("worker %s: claiming from %s", self.id, ", ".join(f"{q}({n})" for q, n in self.concurrency.items()))
+        tasks = [
+            asyncio.create_task(self._settle_loop(control), name="settle"),
+            asyncio.create_task(self._heartbeat_loop(control), name="heartbeat"),
+        ]
+        try:
+            await self._claim_loop(control, listener)
+            await self._drain(control)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if listener is not None:
+                await listener.stop()
+            for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
+                if not self.app.is_memory:
+                    await driver.close()
+
+    def _free(self) -> dict[str, int]:
+        with self._lock:
+            return {q: self.concurrency[q] - self._busy[q] for q in self.queues if self.concurrency[q] > self._busy[q]}
+
+    async def _claim_loop(self, control: _Control, listener: Listener | None) -> None:
+        failures = 0
+        while self._accepting:
+            control.wake.clear()
+            free = self._free()
+            got_full_batch = False
+            try:
+                for queue, slots in free.items():
+                    if not self._accepting:
+                        break
+                    result = await control.claim.claim(
+                        worker_id=self.id, queues=[queue], names=self._names, limit=slots,
+                        visibility=self.visibility,
+                    )
+                    if result.buried:
+                        self._announce_buried(result.buried)
+                    for claimed in result.claimed:
+                        self._start(control, claimed, queue)
+                    got_full_batch = got_full_batch or len(result.claimed) == slots
+                failures = 0
+            except WorkhorseError as error:
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+                log.warning("worker %s: claim failed (%s); retrying in %.1fs", self.id, error.cause, delay)
+                await self._sleep_or_wake(control, delay)
+                continue
+            if got_full_batch:
+                continue  # more may be due right now: claim again as soon as slots free up
+            if self._burst and not free:
+                await self._sleep_or_wake(control, self.poll_interval)
+                continue
+            if self._burst and self._idle():
+                self._begin_drain(cut_off=False)
+                break
+            if free and not self._burst:
+                await self._sleep_or_wake(control, self._poll_delay(listener))
+            else:
+                await self._sleep_or_wake(control, self.poll_interval)
+
+    def _poll_delay(self, listener: Listener | None) -> float:
+        """Poll rarely while LISTEN is healthy (a notify wakes us); otherwise every poll_interval."""
+        if listener is not None and listener.healthy:
+            return max(self.poll_interval, 15.0)
+        return self.poll_interval
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return not self._held
+
+    async def _sleep_or_wake(self, control: _Control, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(control.wake.wait(), timeout=seconds)
+
+    def _start(self, control: _Control, claimed: Claimed, queue: str) -> None:
+        handle = self.app.jobs[claimed.name]
+        ctx = JobContext(
+            id=claimed.id, name=claimed.name, queue=claimed.queue, tenant=claimed.tenant,
+            attempt=claimed.attempt, max_attempts=claimed.max_attempts, worker_id=self.id,
+            logger=logging.getLogger(f"workhorse.job.{claimed.name}"),
+        )
+        run = Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic())
+        held = _Held(run=run, lease=Lease(claimed.id, claimed.claims), slot_queue=queue,
+                     thread_alive=not handle.is_async)
+        with self._lock:
+            self._held[claimed.id] = held
+            self._busy[queue] += 1
+        self.stats.claimed += 1
+        assert self._body_loop is not None
+        future = asyncio.run_coroutine_threadsafe(self._execute(held), self._body_loop)
+
+        def finished(f: Any) -> None:
+            verdict = f.result() if not f.cancelled() and f.exception() is None else Verdict(None)
+            if f.exception() is not None:
+                log.error("worker %s: executor failed for job %s: %r", self.id, claimed.id, f.exception())
+            control.loop.call_soon_threadsafe(self._body_finished, control, held, verdict)
+
+        future.add_done_callback(finished)
+
+    async def _execute(self, held: _Held) -> Verdict:
+        control = self._control
+        assert control is not None
+
+        def thread_exit() -> None:
+            control.loop.call_soon_threadsafe(self._thread_exited, control, held)
+
+        return await execute(held.run, self._pool, thread_exit)
+
+    def _body_finished(self, control: _Control, held: _Held, verdict: Verdict) -> None:
+        held.body_done = True
+        if verdict.outcome is None:
+            if held.run.reasons and held.run.reasons[0] != "cancelled":
+                self.stats.lease_lost += 1
+            self._forget(control, held)
+            return
+        control.settles.put_nowait((held, verdict))
+
+    def _thread_exited(self, control: _Control, held: _Held) -> None:
+        held.thread_alive = False
+        self._release_if_done(control, held)
+
+    def _forget(self, control: _Control, held: _Held) -> None:
+        held.settled = True
+        self._release_if_done(control, held)
+
+    def _release_if_done(self, control: _Control, held: _Held) -> None:
+        """Free the slot once the attempt is settled (or abandoned) AND its thread returned."""
+        if not held.settled or held.thread_alive:
+            return
+        with self._lock:
+            if self._held.get(held.lease.job_id) is held:
+                del self._held[held.lease.job_id]
+                self._busy[held.slot_queue] -= 1
+        control.wake.set()
+
+    # -- settling -----------------------------------------------------------------------------
+
+    async def _settle_loop(self, control: _Control) -> None:
+        while True:
+            batch = [await control.settles.get()]
+            while not control.settles.empty():
+                batch.append(control.settles.get_nowait())
+            await self._settle_batch(control, batch)
+
+    async def _settle_batch(self, control: _Control, batch: list[tuple[_Held, Verdict]]) -> None:
+        settlements = [
+            Settlement(job_id=h.lease.job_id, worker_id=self.id, claims=h.lease.claims, outcome=v.outcome,
+                       result=v.result, error=v.error, delay=v.delay)
+            for h, v in batch if v.outcome is not None
+        ]
+        failures = 0
+        while True:
+            try:
+                landed = await control.settle.settle(settlements)
+                break
+            except WorkhorseError as error:
+                failures += 1
+                if time.monotonic() - control.last_renewal > self.visibility:
+                    log.error("worker %s: could not settle %d job(s) within a lease window (%s); leaving them "
+                              "to the next claim", self.id, len(batch), error.cause)
+                    landed = [False] * len(settlements)
+                    break
+                delay = min(5.0, 0.1 * 2 ** failures) * random.uniform(0.5, 1.0)
+                log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.id, error.cause, delay)
+                await asyncio.sleep(delay)
+        for (held, verdict), ok in zip(batch, landed, strict=True):
+            self._count(verdict, ok)
+            if ok:
+                self._announce(held, verdict)
+            else:
+                log.warning("worker %s: settle of job %s (%s) did not land: the job is no longer ours "
+                            "(cancelled, or re-claimed after our lease lapsed)", self.id, held.lease.job_id,
+                            held.run.handle.name)
+            self._forget(control, held)
+
+    def _count(self, verdict: Verdict, landed: bool) -> None:
+        if not landed:
+            self.stats.settle_missed += 1
+            return
+        match verdict.outcome:
+            case "done":
+                self.stats.completed += 1
+            case "retry":
+                self.stats.retried += 1
+            case "dead":
+                self.stats.dead += 1
+            case "failed":
+                self.stats.failed += 1
+            case "interrupted":
+                self.stats.interrupted += 1
+            case _:
+                pass
+
+    def _announce(self, held: _Held, verdict: Verdict) -> None:
+        kinds = {"done": "completed", "dead": "dead-lettered", "failed": "dropped"}
+        kind = kinds.get(verdict.outcome or "")
+        handle = held.run.handle
+        if kind is None or handle.on_settled is None:
+            return
+        outcome = Outcome(
+            kind=kind,  # type: ignore[arg-type]
+            job_id=held.lease.job_id, name=handle.name, attempt=held.run.claimed.attempt,
+            payload=held.run.claimed.payload, result=verdict.result_value,
+            error=None if verdict.error is None else _loads(verdict.error),
+        )
+        self._call_on_settled(handle.on_settled, outcome)
+
+    def _announce_buried(self, buried: list[Buried]) -> None:
+        for row in buried:
+            self.stats.buried += 1
+            log.error("worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
+                      self.id, row.id, row.name, row.state, row.attempt, row.max_attempts)
+            handle = self.app.jobs.get(row.name)
+            if handle is None or handle.on_settled is None:
+                continue
+            kind = "dead-lettered" if row.state == "dead" else "dropped"
+            self._call_on_settled(handle.on_settled, Outcome(
+                kind=kind, job_id=row.id, name=row.name, attempt=row.attempt,  # type: ignore[arg-type]
+                payload=row.payload, error=row.last_error,
+            ))
+
+    def _call_on_settled(self, hook: Any, outcome: Outcome) -> None:
+        async def call() -> None:
+            for attempt in range(1, ON_SETTLED_TRIES + 1):
+                try:
+                    value = hook(outcome)
+                    if asyncio.iscoroutine(value):
+                        await value
+                    return
+                except Exception:
+                    log.exception("on_settled of %s failed (try %d of %d)", outcome.name, attempt, ON_SETTLED_TRIES)
+                    await asyncio.sleep(0.05 * attempt)
+
+        assert self._body_loop is not None
+        asyncio.run_coroutine_threadsafe(call(), self._body_loop)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self, control: _Control) -> None:
+        lag_probe: float | None = None
+        warned_at = 0.0
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            with self._lock:
+                held = [h for h in self._held.values() if not h.settled]
+            if not held:
+                control.last_renewal = time.monotonic()
+                continue
+            asked_at = time.monotonic()
+            try:
+                kept = await control.heartbeat.heartbeat(self.id, [h.lease for h in held], self.visibility)
+                control.last_renewal = asked_at
+            except WorkhorseError as error:
+                silent_for = time.monotonic() - control.last_renewal
+                log.warning("worker %s: lease renewal failed (%s); no renewal landed for %.1fs", self.id,
+                            error.cause, silent_for)
+                if silent_for >= self.visibility:
+                    for h in held:
+                        self._cancel_run(h, "lease lost")
+                continue
+            for h in held:
+                if h.lease.job_id not in kept and not h.settled:
+                    log.warning("worker %s: job %s (%s) is no longer ours: cancelling its body", self.id,
+                                h.lease.job_id, h.run.handle.name)
+                    self._cancel_run(h, "lease lost")
+            lag_probe, warned_at = self._check_body_loop(held, lag_probe, warned_at)
+
+    def _check_body_loop(self, held: list[_Held], probe: float | None, warned_at: float) -> tuple[float | None, float]:
+        """Warn when the body loop stops answering: some async body is blocking it."""
+        now = time.monotonic()
+        if probe is not None and now - probe > LOOP_LAG_WARNING and now - warned_at > 10:
+            culprits = sorted({h.run.handle.name for h in held if h.run.handle.is_async and not h.body_done})
+            log.warning("worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
+                        "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
+                        self.id, now - probe, ", ".join(culprits) or "unknown")
+            warned_at = now
+        if probe is None:
+            assert self._body_loop is not None
+            stamp = now
+            marker: dict[str, float | None] = {"probe": stamp}
+
+            def answered() -> None:
+                marker["probe"] = None
+
+            self._lag_marker = marker
+            self._body_loop.call_soon_threadsafe(answered)
+            return stamp, warned_at
+        marker = getattr(self, "_lag_marker", {"probe": None})
+        return (probe if marker["probe"] is not None else None), warned_at
+
+    def _cancel_run(self, held: _Held, reason: str) -> None:
+        assert self._body_loop is not None
+        self._body_loop.call_soon_threadsafe(held.run.cancel, reason)
+
+    # -- the drain ----------------------------------------------------------------------------
+
+    async def _drain(self, control: _Control) -> None:
+        cut = False
+        while True:
+            with self._lock:
+                pending = [h for h in self._held.values() if not h.settled]
+                deadline = self._drain_deadline
+            if not pending:
+                break
+            if not cut and deadline is not None and time.monotonic() >= deadline:
+                cut = True
+                log.warning("worker %s: drain cut-off: handing %d running job(s) back unspent", self.id, len(pending))
+                for h in pending:
+                    self._cancel_run(h, "drain")
+            remaining = math.inf if deadline is None else max(deadline - time.monotonic(), 0.05)
+            await self._sleep_or_wake(control, min(remaining, 0.25) if not cut else 0.1)
+            control.wake.clear()
+        log.info("worker %s: drained (%s)", self.id, self.stats.as_dict())
+
+
+def _loads(text: str) -> Any:
+    import json
+
+    return json.loads(text)
+
+
+def worker_pid() -> int:
+    return os.getpid()
