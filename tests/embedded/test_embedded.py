@@ -23,8 +23,10 @@ from workhorse.errors import EmbeddedServerError
 @pytest.fixture
 def home(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if os.geteuid() == 0:
-        # pytest makes its temp dirs 0700 for root; the unprivileged server user must traverse them.
-        top = tmp_path_factory.getbasetemp().parent
+        # pytest makes its temp dirs 0700 (and resets /tmp/pytest-of-root to 0700 each session);
+        # the unprivileged user the server runs as must be able to traverse them.
+        pytest_of = [p for p in tmp_path.parents if p.name.startswith("pytest-of-")]
+        top = pytest_of[0] if pytest_of else tmp_path_factory.getbasetemp()
         for path in (tmp_path, *tmp_path.parents):
             path.chmod(path.stat().st_mode | stat.S_IXOTH)
             if path == top:

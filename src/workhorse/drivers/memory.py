@@ -180,7 +180,7 @@ class MemoryDriver:
 
     def _now(self) -> datetime:
         now = self._clock()
-        if now.tzinfo is None:
+        if now.utcoffset() is None:
             raise ConfigurationError(
                 cause=f"the MemoryDriver clock answered a naive datetime ({now!r}); it must be aware",
                 fix="MemoryDriver(clock=lambda: datetime.now(UTC))",
@@ -213,6 +213,10 @@ class MemoryDriver:
     # -- enqueue: INSERT_MANY + LIVE_BY_KEYS ----------------------------------------------------
 
     async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        return self.enqueue_many_sync(jobs, conn=conn)
+
+    def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        """What ``JobHandle.enqueue_sync`` calls, as on ``PostgresDriver``."""
         if conn is not None:
             raise ConfigurationError(
                 code="CONN_UNSUPPORTED",
@@ -230,7 +234,7 @@ class MemoryDriver:
                         f"(got max_attempts={new.max_attempts})",
                         fix="build NewJob with workhorse.ids.new_job_id() and max_attempts >= 1",
                     )
-                if new.run_at is not None and new.run_at.tzinfo is None:
+                if new.run_at is not None and new.run_at.utcoffset() is None:
                     raise ConfigurationError(
                         cause=f"run_at {new.run_at!r} is a naive datetime; it must be timezone-aware",
                         fix="pass run_at=datetime(..., tzinfo=UTC)",

@@ -206,9 +206,10 @@ where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
 returning id::text as id
 """
 
+# least(): promoting an overdue ready job must not move it behind its peers.
 PROMOTE = """
 update {schema}.jobs
-set state = 'ready', run_at = now(), updated_at = now()
+set state = 'ready', run_at = least(run_at, now()), updated_at = now()
 where id = %(id)s::uuid and state in ('ready', 'delayed')
 returning id::text as id
 """

@@ -1,0 +1,169 @@
+"""Enqueue on both drivers: refs, keys, delays, batches, and the refusals that write nothing."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from workhorse import App, ConfigurationError, PayloadError
+
+
+def declare(app: App):  # type: ignore[no-untyped-def]
+    @app.job(name="emails.send", queue="emails", tenant=lambda p: p["org"])
+    async def send(ctx, payload):  # type: ignore[no-untyped-def]
+        return None
+
+    return send
+
+
+async def test_enqueue_stores_the_job_as_json(app: App) -> None:
+    send = declare(app)
+    payload = {"org": "o1", "to": "a@example.com", "tags": ("x", "y"), "n": 1.5}
+    ref = await send.enqueue(payload)
+    payload["to"] = "changed after enqueue"
+    job = await app.get_job(ref.id)
+    assert job is not None
+    assert ref.duplicate is False
+    assert (job.name, job.queue, job.tenant, job.state) == ("emails.send", "emails", "o1", "ready")
+    assert job.payload == {"org": "o1", "to": "a@example.com", "tags": ["x", "y"], "n": 1.5}
+    assert (job.attempt, job.max_attempts, job.result, job.last_error) == (0, 5, None, None)
+    assert job.created_at.utcoffset() == timedelta(0)
+    assert job.run_at <= job.created_at + timedelta(seconds=1)
+
+
+async def test_unknown_id_answers_none(app: App) -> None:
+    assert await app.get_job("01900000-0000-7000-8000-000000000000") is None
+    assert await app.get_job("not-a-uuid") is None
+
+
+async def test_live_key_returns_the_live_job(app: App) -> None:
+    send = declare(app)
+    first = await send.enqueue({"org": "o1"}, key="welcome:7")
+    again = await send.enqueue({"org": "o1", "other": True}, key="welcome:7")
+    other_tenant = await send.enqueue({"org": "o2"}, key="welcome:7")
+    assert again.id == first.id and again.duplicate
+    assert other_tenant.id != first.id and not other_tenant.duplicate
+    # once the holder has finished, the key is free again
+    await app.cancel(first.id)
+    fresh = await send.enqueue({"org": "o1"}, key="welcome:7")
+    assert fresh.id != first.id and not fresh.duplicate
+
+
+async def test_enqueue_many_is_one_batch_with_duplicates_resolved(app: App) -> None:
+    send = declare(app)
+    held = await send.enqueue({"org": "o1"}, key="k0")
+    refs = await send.enqueue_many(
+        [{"org": "o1", "i": i} for i in range(5)], keys=["k0", "k1", None, "k1", None]
+    )
+    assert [r.duplicate for r in refs] == [True, False, False, True, False]
+    assert refs[0].id == held.id
+    assert refs[3].id == refs[1].id
+    page = await app.list_jobs(limit=100)
+    assert len(page.jobs) == 4
+    assert await send.enqueue_many([]) == []
+
+
+async def test_delay_and_run_at(app: App) -> None:
+    send = declare(app)
+    later = await send.enqueue({"org": "o1"}, delay="1h")
+    past = await send.enqueue({"org": "o1"}, run_at=datetime(2001, 1, 1, tzinfo=UTC))
+    job = await app.get_job(later.id)
+    assert job is not None and job.state == "delayed"
+    assert job.run_at - job.created_at > timedelta(minutes=59)
+    before = await app.get_job(past.id)
+    assert before is not None and before.state == "ready"
+    promoted = await app.promote(later.id)
+    assert promoted.state == "ready"
+
+
+@pytest.mark.parametrize(
+    ("payload", "path", "what"),
+    [
+        ({"org": "o1", "price": math.nan}, "$.price", "NaN"),
+        ({"org": "o1", "x": [1, math.inf]}, "$.x[1]", "NaN and Infinity"),
+        ({"org": "o1", "name": "a\x00b"}, "$.name", "NUL"),
+        ({"org": "o1", "when": datetime(2020, 1, 1)}, "$.when", "datetime is not JSON"),  # noqa: DTZ001
+        ({"org": "o1", "amount": Decimal("1.5")}, "$.amount", "Decimal is not JSON"),
+        ({"org": "o1", "raw": b"xx"}, "$.raw", "bytes is not JSON"),
+        ({"org": "o1", "ids": {1, 2}}, "$.ids", "set is not JSON"),
+        ({"org": "o1", "m": {1: "a"}}, "$.m", "key must be a string"),
+        ({"org": "o1", "odd key": object()}, '$["odd key"]', "object is not JSON"),
+    ],
+)
+async def test_bad_payload_is_refused_with_its_path(app: App, payload: object, path: str, what: str) -> None:
+    send = declare(app)
+    with pytest.raises(PayloadError) as refused:
+        await send.enqueue(payload)
+    assert refused.value.code == "PAYLOAD_INVALID"
+    assert path in refused.value.cause and what in refused.value.cause
+    assert refused.value.fix
+    assert (await app.list_jobs()).jobs == []
+
+
+async def test_deep_nesting_is_refused(app: App) -> None:
+    send = declare(app)
+    deep: dict[str, object] = {"org": "o1"}
+    node = deep
+    for _ in range(100):
+        child: dict[str, object] = {}
+        node["c"] = child
+        node = child
+    with pytest.raises(PayloadError, match="deeper than"):
+        await send.enqueue(deep)
+
+
+async def test_oversized_payload_is_refused_and_nothing_written(database_url: str, app: App) -> None:
+    small = App(driver=app.driver) if app.is_memory else App(database_url, schema=app.schema, max_payload_bytes=200)
+    if app.is_memory:
+        small.max_payload_bytes = 200
+    send = declare(small)
+    with pytest.raises(PayloadError) as refused:
+        await send.enqueue({"org": "o1", "blob": "x" * 300})
+    assert refused.value.code == "PAYLOAD_TOO_LARGE"
+    assert "200 bytes" in refused.value.cause
+    assert (await app.list_jobs()).jobs == []
+    ok = await send.enqueue({"org": "o1", "blob": "x" * 100})
+    assert await app.get_job(ok.id) is not None
+    await small.close()
+
+
+async def test_one_bad_payload_in_a_batch_writes_none(app: App) -> None:
+    send = declare(app)
+    with pytest.raises(PayloadError):
+        await send.enqueue_many([{"org": "o1"}, {"org": "o1", "x": math.nan}])
+    assert (await app.list_jobs()).jobs == []
+
+
+async def test_enqueue_option_refusals(app: App) -> None:
+    send = declare(app)
+    with pytest.raises(ConfigurationError, match="both delay= and run_at="):
+        await send.enqueue({"org": "o1"}, delay=5, run_at=datetime.now(UTC))  # clock-ok: a test value
+    with pytest.raises(ConfigurationError, match="timezone-aware"):
+        await send.enqueue({"org": "o1"}, run_at=datetime(2030, 1, 1))  # noqa: DTZ001
+    with pytest.raises(ConfigurationError, match="non-negative duration"):
+        await send.enqueue({"org": "o1"}, delay="soon")
+    with pytest.raises(ConfigurationError, match="key of job"):
+        await send.enqueue({"org": "o1"}, key="")
+    with pytest.raises(ConfigurationError, match="priority"):
+        await send.enqueue({"org": "o1"}, priority=10**9)
+    with pytest.raises(ConfigurationError, match="tenant"):
+        await send.enqueue({"org": 7})  # the tenant function answered a non-string
+    with pytest.raises(ConfigurationError, match="tenant function raised KeyError"):
+        await send.enqueue({"no_org": True})
+    with pytest.raises(ConfigurationError, match="one key per payload"):
+        await send.enqueue_many([{"org": "o1"}], keys=["a", "b"])
+    assert (await app.list_jobs()).jobs == []
+
+
+async def test_enqueue_sync_from_sync_code(app: App) -> None:
+    import asyncio
+
+    send = declare(app)
+    ref = await asyncio.to_thread(send.enqueue_sync, {"org": "o1"}, key="s1")
+    again = await asyncio.to_thread(send.enqueue_sync, {"org": "o1"}, key="s1")
+    assert again.id == ref.id and again.duplicate
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == "ready"

@@ -1,0 +1,331 @@
+"""The job lifecycle through a real worker, on both drivers: results, retries, dead letters,
+timeouts, on_settled, and jobs the worker does not know."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from workhorse import App, JobContext, Outcome, Retry, RetryAfter, TerminalError
+
+
+async def test_a_job_runs_once_and_stores_its_result(app: App) -> None:
+    seen: list[tuple[int, Any]] = []
+
+    @app.job(tenant="none")
+    async def double(ctx: JobContext, payload: dict[str, int]) -> dict[str, int]:
+        seen.append((ctx.attempt, payload))
+        return {"doubled": payload["n"] * 2}
+
+    ref = await double.enqueue({"n": 21})
+    stats = await app.worker(concurrency=2).run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None
+    assert (job.state, job.result, job.attempt) == ("done", {"doubled": 42}, 1)
+    assert job.finished_at is not None and job.started_at is not None
+    assert seen == [(1, {"n": 21})]
+    assert (stats.claimed, stats.completed) == (1, 1)
+
+
+async def test_sync_bodies_run_in_threads(app: App) -> None:
+    threads: set[str] = set()
+
+    @app.job(tenant="none")
+    def work(ctx: JobContext, payload: int) -> int:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.01)
+        return payload + 1
+
+    refs = await work.enqueue_many(list(range(6)))
+    await app.worker(concurrency=3).run(burst=True)
+    results = [(await app.get_job(r.id)).result for r in refs]  # type: ignore[union-attr]
+    assert results == [1, 2, 3, 4, 5, 6]
+    assert threading.main_thread().name not in threads
+
+
+async def test_failures_retry_on_the_curve_then_dead_letter(app: App) -> None:
+    attempts: list[int] = []
+
+    @app.job(tenant="none", retry=Retry(attempts=3, base=0, jitter=False))
+    async def always_fails(ctx: JobContext, payload: None) -> None:
+        attempts.append(ctx.attempt)
+        raise ValueError(f"boom {ctx.attempt}")
+
+    ref = await always_fails.enqueue(None)
+    stats = await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None
+    assert attempts == [1, 2, 3]
+    assert (job.state, job.attempt) == ("dead", 3)
+    assert job.last_error is not None
+    assert job.last_error["type"] == "ValueError"
+    assert job.last_error["message"] == "boom 3"
+    assert "raise ValueError" in job.last_error["traceback"]
+    assert (stats.retried, stats.dead) == (2, 1)
+
+
+async def test_dead_letter_false_ends_failed(app: App) -> None:
+    @app.job(tenant="none", retry=Retry(attempts=2, base=0, dead_letter=False))
+    async def flaky(ctx: JobContext, payload: None) -> None:
+        raise RuntimeError("nope")
+
+    ref = await flaky.enqueue(None)
+    await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("failed", 2)
+
+
+async def test_terminal_error_dead_letters_now_with_attempts_unspent(app: App) -> None:
+    @app.job(tenant="none", retry=Retry(attempts=5, base=0))
+    async def charge(ctx: JobContext, payload: None) -> None:
+        raise TerminalError("card declined")
+
+    ref = await charge.enqueue(None)
+    await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None
+    assert (job.state, job.attempt, job.max_attempts) == ("dead", 1, 5)
+    assert job.last_error == {**job.last_error, "type": "TerminalError", "message": "card declined"}  # type: ignore[dict-item]
+
+
+async def test_retry_after_waits_the_named_delay_clamped(app: App) -> None:
+    @app.job(tenant="none", retry=Retry(attempts=5, base=0, max_delay=120))
+    async def limited(ctx: JobContext, payload: int) -> None:
+        raise RetryAfter(payload, "rate limited")
+
+    short = await limited.enqueue(60)
+    long = await limited.enqueue(86400)
+    await app.worker().run(burst=True)
+    for ref, expected in ((short, 60), (long, 120)):
+        job = await app.get_job(ref.id)
+        assert job is not None and job.state == "delayed" and job.attempt == 1
+        assert job.started_at is not None
+        waited = (job.run_at - job.started_at).total_seconds()
+        assert expected - 2 < waited < expected + 5
+
+
+async def test_a_timeout_cancels_the_async_body_then_fails_the_attempt(app: App) -> None:
+    events: list[str] = []
+
+    @app.job(tenant="none", timeout="100ms", retry=Retry(attempts=2, base=0))
+    async def slow(ctx: JobContext, payload: None) -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            events.append(f"cancelled {ctx.attempt}")
+            raise
+        events.append("finished")  # never reached
+
+    ref = await slow.enqueue(None)
+    started = time.monotonic()
+    await app.worker().run(burst=True)
+    assert time.monotonic() - started < 5
+    job = await app.get_job(ref.id)
+    assert job is not None
+    assert events == ["cancelled 1", "cancelled 2"]
+    assert (job.state, job.attempt) == ("dead", 2)
+    assert "timeout" in job.last_error["message"]  # type: ignore[index]
+
+
+async def test_a_sync_body_past_its_deadline_is_told_and_its_late_result_is_never_written(app: App) -> None:
+    observed = threading.Event()
+
+    @app.job(tenant="none", timeout="100ms", retry=Retry(attempts=1))
+    def stubborn(ctx: JobContext, payload: None) -> str:
+        if ctx.wait_cancelled(5):
+            observed.set()
+        return "late result"
+
+    ref = await stubborn.enqueue(None)
+    await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert observed.is_set()
+    assert job is not None and job.state == "dead" and job.result is None
+
+
+async def test_a_result_that_is_not_json_fails_the_attempt(app: App) -> None:
+    @app.job(tenant="none", retry=Retry(attempts=1))
+    async def odd(ctx: JobContext, payload: None) -> object:
+        return {"when": object()}
+
+    ref = await odd.enqueue(None)
+    await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == "dead"
+    assert "cannot be stored" in job.last_error["message"]  # type: ignore[index]
+
+
+async def test_on_settled_runs_once_per_ending_never_for_a_retry(app: App) -> None:
+    outcomes: list[tuple[str, str]] = []
+    tries = {"n": 0}
+
+    def hook(outcome: Outcome) -> None:
+        tries["n"] += 1
+        if tries["n"] == 1:
+            raise RuntimeError("a hook that fails once is tried again, never rethrown")
+        outcomes.append((outcome.kind, outcome.name))
+
+    @app.job(name="ok", tenant="none", on_settled=hook)
+    async def ok(ctx: JobContext, payload: None) -> int:
+        return 1
+
+    @app.job(name="dies", tenant="none", on_settled=hook, retry=Retry(attempts=2, base=0))
+    async def dies(ctx: JobContext, payload: None) -> None:
+        raise ValueError("x")
+
+    @app.job(name="dropped", tenant="none", on_settled=hook, retry=Retry(attempts=1, dead_letter=False))
+    async def dropped(ctx: JobContext, payload: None) -> None:
+        raise ValueError("x")
+
+    await ok.enqueue(None)
+    await dies.enqueue(None)
+    await dropped.enqueue(None)
+    await app.worker().run(burst=True)
+    for _ in range(50):
+        if len(outcomes) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(outcomes) == [("completed", "ok"), ("dead-lettered", "dies"), ("dropped", "dropped")]
+
+
+async def test_a_job_no_worker_knows_stays_queued(app: App) -> None:
+    other = App(driver=app.driver) if app.is_memory else App(app.database_url, schema=app.schema)
+
+    @other.job(name="only.elsewhere", tenant="none")
+    async def elsewhere(ctx: JobContext, payload: None) -> None:
+        return None
+
+    @app.job(name="known", tenant="none")
+    async def known(ctx: JobContext, payload: None) -> None:
+        return None
+
+    stranger = await elsewhere.enqueue(None)
+    await known.enqueue(None)
+    await app.worker().run(burst=True)
+    job = await app.get_job(stranger.id)
+    assert job is not None and job.state == "ready" and job.attempt == 0
+    assert [j.id for j in (await app.list_jobs(state="ready")).jobs] == [stranger.id]
+    await other.worker().run(burst=True)
+    job = await app.get_job(stranger.id)
+    assert job is not None and job.state == "done"
+    await other.close()
+
+
+async def test_priority_then_run_at_then_id(app: App) -> None:
+    order: list[str] = []
+
+    @app.job(tenant="none")
+    async def record(ctx: JobContext, payload: str) -> None:
+        order.append(payload)
+
+    await record.enqueue("low-1", priority=0)
+    await record.enqueue("high", priority=5)
+    await record.enqueue("low-2", priority=0)
+    await record.enqueue("urgent", priority=9)
+    await app.worker(concurrency=1).run(burst=True)
+    assert order == ["urgent", "high", "low-1", "low-2"]
+
+
+async def test_per_queue_concurrency_is_respected(app: App) -> None:
+    running = {"now": 0, "max": 0}
+
+    @app.job(queue="narrow", tenant="none")
+    async def narrow(ctx: JobContext, payload: None) -> None:
+        running["now"] += 1
+        running["max"] = max(running["max"], running["now"])
+        await asyncio.sleep(0.02)
+        running["now"] -= 1
+
+    @app.job(queue="wide", tenant="none")
+    async def wide(ctx: JobContext, payload: None) -> None:
+        await asyncio.sleep(0.01)
+
+    await narrow.enqueue_many([None] * 6)
+    await wide.enqueue_many([None] * 6)
+    stats = await app.worker(concurrency={"narrow": 2, "wide": 4}).run(burst=True)
+    assert stats.completed == 12
+    assert running["max"] == 2
+
+
+async def test_operator_cancel_stops_a_running_body(app: App) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def long(ctx: JobContext, payload: None) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    ref = await long.enqueue(None)
+    worker = app.worker(visibility_timeout="1s", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    await app.cancel(ref.id)
+    await asyncio.wait_for(cancelled.wait(), 10)  # the next heartbeat found the fence moved
+    await worker.stop()
+    await task
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == "cancelled"
+
+
+async def test_stop_drains_a_running_job_to_its_end(app: App) -> None:
+    started = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def steady(ctx: JobContext, payload: None) -> str:
+        started.set()
+        await asyncio.sleep(0.3)
+        return "finished"
+
+    ref = await steady.enqueue(None)
+    worker = app.worker(handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    late = await steady.enqueue(None)  # enqueued during the drain: not claimed by this worker
+    await worker.stop()
+    await task
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.result) == ("done", "finished")
+    untouched = await app.get_job(late.id)
+    assert untouched is not None and untouched.state == "ready" and untouched.attempt == 0
+
+
+async def test_drain_cut_off_hands_the_job_back_unspent(app: App) -> None:
+    started = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def endless(ctx: JobContext, payload: None) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    ref = await endless.enqueue(None)
+    worker = app.worker(drain_timeout="200ms", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    began = time.monotonic()
+    await worker.stop()
+    stats = await task
+    assert time.monotonic() - began < 5
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("ready", 0)
+    assert stats.interrupted == 1 and stats.retried == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "ten", True])
+async def test_worker_option_refusals(app: App, bad: object) -> None:
+    from workhorse import ConfigurationError
+
+    @app.job(tenant="none")
+    async def anything(ctx: JobContext, payload: None) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        app.worker(concurrency=bad)  # type: ignore[arg-type]
