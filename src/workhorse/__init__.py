@@ -49,7 +49,7 @@ __all__ = [
     "RetryAfter",
     "SchemaError",
     "TerminalError",
-    "WorkhorseError",
     "Worker",
     "WorkerStats",
+    "WorkhorseError",
 ]

@@ -145,6 +145,7 @@ def test_taken_port_moves_the_server(home: Path) -> None:
     embedded.stop(home)
 
     with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the old server's TIME_WAITs
         squatter.bind(("127.0.0.1", old_port))
         squatter.listen()
         url = embedded.ensure_started(home)

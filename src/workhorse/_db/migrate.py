@@ -54,9 +54,7 @@ def script(schema: str) -> str:
     parts = [_q(sql.CREATE_SCHEMA, schema) + ";", _q(sql.CREATE_LEDGER, schema).strip() + ";"]
     for m in available():
         parts.append(f"-- {m.version:03d}_{m.name}\n{m.statement(schema).strip()}")
-        parts.append(
-            f"insert into {schema}.migrations (version, name) values ({m.version}, '{m.name}') on conflict do nothing;"
-        )
+        parts.append(sql.RECORD_LITERAL.format(schema=schema, version=m.version, name=m.name))
     return "\n\n".join(parts) + "\n"
 
 

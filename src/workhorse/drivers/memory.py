@@ -183,7 +183,7 @@ class MemoryDriver:
         if now.utcoffset() is None:
             raise ConfigurationError(
                 cause=f"the MemoryDriver clock answered a naive datetime ({now!r}); it must be aware",
-                fix="MemoryDriver(clock=lambda: datetime.now(UTC))",
+                fix="MemoryDriver(clock=lambda: datetime.now(UTC))",  # clock-ok: text of a fix
             )
         return now.astimezone(UTC)
 

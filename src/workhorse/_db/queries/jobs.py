@@ -22,14 +22,14 @@ JOB_COLUMNS = """
 # transaction. The wake is a NOTIFY per distinct queue, skipped when the server's notification
 # queue is half full: a full queue makes COMMIT fail, and a missed wake costs only a poll.
 INSERT_MANY = """
-with input as (
-    select * from unnest(
+with timed as (
+    select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
+           coalesce(t.run_at, now() + t.delay * interval '1 second') as due
+    from unnest(
         %(ids)s::uuid[], %(names)s::text[], %(queues)s::text[], %(tenants)s::text[],
         %(payloads)s::text[], %(keys)s::text[], %(priorities)s::int[], %(max_attempts)s::int[],
         %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[]
     ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay)
-), timed as (
-    select input.*, coalesce(run_at, now() + delay * interval '1 second') as due from input
 ), inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
@@ -141,7 +141,8 @@ returning j.id::text as id
 #   dead/failed  finished for good
 SETTLE_MANY = """
 with s as (
-    select * from unnest(
+    select t.id, t.worker_id, t.claim, t.outcome, t.result, t.error, t.delay
+    from unnest(
         %(ids)s::uuid[], %(worker_ids)s::text[], %(claims)s::int[], %(outcomes)s::text[],
         %(results)s::text[], %(errors)s::text[], %(delays)s::float8[]
     ) as t(id, worker_id, claim, outcome, result, error, delay)

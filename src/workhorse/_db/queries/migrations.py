@@ -21,3 +21,6 @@ RECORD = "insert into {schema}.migrations (version, name) values (%(version)s, %
 LEDGER_EXISTS = "select to_regclass(%(ledger)s) is not null as present"
 
 CURRENT_VERSION = "select coalesce(max(version), 0) as version from {schema}.migrations"
+
+# The DBA script (`workhorse migrate --sql`) records each file with literal values.
+RECORD_LITERAL = "insert into {schema}.migrations (version, name) values ({version}, '{name}') on conflict do nothing;"

@@ -1,0 +1,90 @@
+"""How the command line speaks: one JSON document on stdout, or rich text for a person.
+
+Data goes to stdout; refusals and logs go to stderr, except that with ``--json`` a refusal is
+the one JSON document on stdout (``{"error": {"code", "cause", "fix"}}``), so a script reading
+stdout always gets something it can parse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from workhorse.errors import WorkhorseError
+
+STATE_STYLES = {
+    "ready": "cyan",
+    "delayed": "blue",
+    "running": "yellow",
+    "suspended": "magenta",
+    "done": "green",
+    "failed": "red",
+    "dead": "bold red",
+    "cancelled": "dim",
+}
+
+_UNITS = ((86_400, "d"), (3_600, "h"), (60, "m"), (1, "s"))
+_PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)[^@]*@")
+
+
+def stdout() -> Console:
+    # Built per call: rich then writes to whatever sys.stdout is now (click's test runner swaps it).
+    return Console(highlight=False, soft_wrap=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def emit_json(document: Any) -> None:
+    """Print exactly one JSON document on stdout."""
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def print_refusal(error: WorkhorseError, *, as_json: bool) -> None:
+    """``error CODE: cause`` and ``fix: ...`` on stderr; with ``--json`` the error object on stdout."""
+    if as_json:
+        emit_json({"error": error.to_dict()})
+        return
+    console = stderr()
+    console.print(Text.assemble(("error ", "bold red"), (error.code, "bold red"), ": ", error.cause))
+    console.print(Text.assemble(("fix: ", "bold"), error.fix))
+
+
+def state_text(state: str) -> Text:
+    return Text(state, style=STATE_STYLES.get(state, ""))
+
+
+def span(seconds: float) -> str:
+    """A compact length of time: ``12s``, ``3m``, ``2h``, ``4d``."""
+    seconds = abs(seconds)
+    for size, unit in _UNITS:
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return "0s"
+
+
+def ago(when: datetime | None, now: datetime | None = None) -> str:
+    """``3m ago`` for the past, ``in 5m`` for the future, ``now`` within a second."""
+    if when is None:
+        return "-"
+    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    if abs(delta) < 1:
+        return "now"
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def trim(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def redact(url: str) -> str:
+    """A database URL with its password hidden, for logs and human output."""
+    return _PASSWORD.sub(r"\g<head>***@", url)

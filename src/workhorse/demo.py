@@ -1,0 +1,292 @@
+"""``workhorse demo``: watch a real queue retry, dead-letter, dedupe and delay jobs in about ten seconds.
+
+It uses the public API only (``App``, ``@app.job``, ``enqueue``, ``app.worker``, ``list_jobs``), in a
+fresh schema (``demo_<hex>``) that is dropped at the end, so repeated runs never see old rows. Read it
+top to bottom: it doubles as a tour of the library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+from workhorse import embedded
+from workhorse.app import App
+from workhorse.context import JobContext
+from workhorse.drivers.base import FINISHED_STATES, Job
+from workhorse.errors import TerminalError, WorkhorseError
+from workhorse.retry import Retry
+from workhorse.worker import WorkerStats
+
+HARD_CAP = 45.0  # seconds: past this the demo stops its worker anyway and reports failure
+SHOWN_STATES = ("ready", "delayed", "running", "done", "dead")
+NAMES = ("send_email", "send_welcome", "sync_crm", "charge_card", "build_report", "send_reminder")
+EXPECTED_JOBS = 25  # 20 emails, 1 welcome (its second enqueue is a duplicate), crm, charge, report, reminder
+
+
+def declare(app: App) -> None:
+    """The jobs a small SaaS might declare. Sleeps stand in for the real work."""
+
+    @app.job(name="send_email", queue="emails", tenant=lambda p: p["org"], retry=Retry(attempts=3))
+    async def send_email(ctx: JobContext, p: dict[str, Any]) -> dict[str, str]:
+        await asyncio.sleep(random.uniform(0.02, 0.08))  # a call to the mail relay
+        return {"sent_to": p["to"]}
+
+    @app.job(name="send_welcome", queue="emails", tenant=lambda p: p["org"])
+    async def send_welcome(ctx: JobContext, p: dict[str, Any]) -> None:
+        await asyncio.sleep(0.05)
+
+    @app.job(name="sync_crm", tenant=lambda p: p["org"], retry=Retry(attempts=5, base=0.3, max_delay=1))
+    def sync_crm(ctx: JobContext, p: dict[str, Any]) -> str:  # a plain `def` runs in a worker thread
+        time.sleep(0.05)
+        if ctx.attempt <= 2:  # the CRM is flaky today: the first two attempts time out
+            raise ConnectionError(f"crm.example.com timed out (attempt {ctx.attempt})")
+        return "synced"
+
+    @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))
+    async def charge_card(ctx: JobContext, p: dict[str, Any]) -> None:
+        await asyncio.sleep(0.05)
+        raise TerminalError("card declined")  # retrying cannot help: dead-letter it right away
+
+    @app.job(name="build_report", tenant="none", timeout="30s")
+    async def build_report(ctx: JobContext, p: dict[str, Any]) -> dict[str, int]:
+        for _ in range(30):  # ~3 s in small steps, so a drain or timeout can cancel it promptly
+            await asyncio.sleep(0.1)
+        return {"rows": 1234}
+
+    @app.job(name="send_reminder", queue="emails", tenant="none")
+    async def send_reminder(ctx: JobContext, p: dict[str, Any]) -> None:
+        await asyncio.sleep(0.03)
+
+
+async def enqueue_all(app: App, console: Console) -> None:
+    emails = [{"org": f"org-{i % 3}", "to": f"user{i}@example.com"} for i in range(20)]
+    await app.jobs["send_email"].enqueue_many(emails)
+    console.print("enqueued 20 x send_email in one round trip (enqueue_many)")
+    welcome = app.jobs["send_welcome"]
+    for _ in range(2):
+        ref = await welcome.enqueue({"org": "org-1", "user": 7}, key="welcome:7")
+        console.print(f"enqueued send_welcome key='welcome:7' -> {ref.id} duplicate={ref.duplicate}")
+    console.print("  (same key while the first is live: nothing inserted, the existing job's id returned)")
+    await app.jobs["sync_crm"].enqueue({"org": "org-2", "account": 42})
+    await app.jobs["charge_card"].enqueue({"org": "org-0", "amount_cents": 4_999})
+    await app.jobs["build_report"].enqueue({"period": "2024-Q4"})
+    await app.jobs["send_reminder"].enqueue({"user": 7}, delay="4s")
+    console.print("enqueued sync_crm (flaky), charge_card (will fail), build_report (slow), "
+                  "send_reminder (delay='4s')\n")
+
+
+async def all_jobs(app: App) -> list[Job]:
+    """Every job in the demo's schema, through the public listing API (newest first, paged)."""
+    jobs: list[Job] = []
+    after: str | None = None
+    while True:
+        page = await app.list_jobs(limit=200, after=after)
+        jobs.extend(page.jobs)
+        if page.next is None:
+            return jobs
+        after = page.next
+
+
+def error_text(job: Job) -> str:
+    error = job.last_error or {}
+    return f"{error.get('type', '?')}: {error.get('message', '')}" if error else ""
+
+
+@dataclass
+class Watch:
+    """Turns successive snapshots of the jobs into a short log of the notable moments."""
+
+    began: float
+    events: list[str] = field(default_factory=list)
+    seen: dict[str, tuple[str, int]] = field(default_factory=dict)
+    logged: set[tuple[str, str, int]] = field(default_factory=set)
+
+    def note(self, job: Job, kind: str, attempt: int, text: str) -> str | None:
+        if (job.id, kind, attempt) in self.logged:
+            return None
+        self.logged.add((job.id, kind, attempt))
+        line = f"{time.monotonic() - self.began:5.1f}s  {text}"
+        self.events.append(line)
+        return line
+
+    def observe(self, jobs: list[Job]) -> list[str]:
+        new: list[str | None] = []
+        for job in jobs:
+            before = self.seen.get(job.id)
+            self.seen[job.id] = (job.state, job.attempt)
+            if before is None or before == (job.state, job.attempt):
+                continue
+            tag = f"{job.name} attempt {job.attempt}/{job.max_attempts}"
+            if job.state == "dead":
+                new.append(self.note(job, "dead", job.attempt, f"DEAD-LETTERED {tag}: {error_text(job)}"))
+            elif job.last_error and job.state in ("delayed", "ready"):
+                wait = (job.run_at - job.updated_at).total_seconds()
+                new.append(self.note(job, "retry", job.attempt,
+                                     f"retry scheduled: {tag} failed ({error_text(job)}); "
+                                     f"next try in {max(wait, 0):.2f}s"))
+            elif job.last_error and job.attempt > 1:  # we polled between the failure and the re-claim
+                new.append(self.note(job, "retry", job.attempt - 1,
+                                     f"retry scheduled: {job.name} attempt {job.attempt - 1} failed "
+                                     f"({error_text(job)})"))
+            if before == ("delayed", 0) and job.state != "delayed":
+                new.append(self.note(job, "due", 0, f"delayed job {job.name} became due ({job.state})"))
+            if job.state == "done" and job.name != "send_email":
+                new.append(self.note(job, "done", job.attempt, f"done: {tag}"))
+        return [line for line in new if line is not None]
+
+
+def live_view(jobs: list[Job], watch: Watch, stats: WorkerStats, with_log: bool) -> RenderableType:
+    counts = {name: Counter(j.state for j in jobs if j.name == name) for name in NAMES}
+    elapsed = time.monotonic() - watch.began
+    table = Table(title=f"workhorse demo: one worker, {elapsed:4.1f}s in", title_justify="left")
+    table.add_column("job")
+    for state in SHOWN_STATES:
+        table.add_column(state, justify="right")
+    for name in NAMES:
+        table.add_row(name, *(str(counts[name][s] or "") for s in SHOWN_STATES))
+    table.caption = f"worker: {stats.completed} done, {stats.retried} retried, {stats.dead} dead-lettered"
+    if not with_log:
+        return table
+    log = "\n".join(watch.events[-8:]) or "(nothing notable yet)"
+    return Group(table, Panel(log, title="notable events", title_align="left"))
+
+
+def seconds(start: Any, end: Any) -> str:
+    return "" if start is None or end is None else f"{(end - start).total_seconds():.2f}s"
+
+
+def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float, schema: str) -> list[str]:
+    """Print what happened; answer the expectations that were not met (empty: all good)."""
+    table = Table(title="summary", title_justify="left")
+    for column in ("job", "state", "attempts", "queued→end", "ran", "last error"):
+        table.add_column(column)
+    for name in NAMES:
+        group = sorted((j for j in jobs if j.name == name), key=lambda j: j.created_at)
+        if len(group) == 1:
+            j = group[0]
+            table.add_row(name, j.state, f"{j.attempt}/{j.max_attempts}", seconds(j.created_at, j.finished_at),
+                          seconds(j.started_at, j.finished_at), error_text(j) if j.state != "done" else "")
+        elif group:
+            states = ", ".join(f"{n} {s}" for s, n in Counter(j.state for j in group).items())
+            slowest = max(group, key=lambda j: (j.finished_at or j.updated_at) - j.created_at)
+            table.add_row(f"{name} x{len(group)}", states, f"{max(j.attempt for j in group)}/{group[0].max_attempts}",
+                          "≤" + seconds(slowest.created_at, slowest.finished_at), "", "")
+    console.print(table)
+    by_state = Counter(j.state for j in jobs)
+    console.print(f"totals: {len(jobs)} jobs, {by_state['done']} done, {by_state['dead']} dead, "
+                  f"{stats.retried} retries performed, {wall:.1f}s wall time\n")
+
+    dead = next((j for j in jobs if j.state == "dead"), None)
+    console.print("[bold]what you just saw[/bold]")
+    console.print("  • retry with backoff: sync_crm failed twice (ConnectionError) and was retried after a growing"
+                  " wait; attempt 3 succeeded.")
+    console.print("  • dead-letter queue: charge_card raised TerminalError, so it went straight to state 'dead'"
+                  " (attempts unspent), kept for a person to inspect, requeue or remove.")
+    console.print("  • idempotency key + delayed job: the second send_welcome with key 'welcome:7' inserted"
+                  " nothing (duplicate=True); send_reminder waited 4s as 'delayed', then ran.")
+    console.print(f"\nThe demo dropped its schema {schema!r}, so its jobs are gone. Against your own app's database:")
+    console.print("  workhorse ls --state dead      # the dead-letter queue")
+    console.print(f"  workhorse show <id>            # one job in full (here charge_card was {dead.id if dead else '?'})")
+
+    def expect(name: str, count: int, state: str, attempt: int | None = None) -> list[str]:
+        group = [j for j in jobs if j.name == name]
+        ok = len(group) == count and all(j.state == state and attempt in (None, j.attempt) for j in group)
+        return [] if ok else [f"expected {count} {name} {state}" + (f" after {attempt} attempts" if attempt else "")]
+
+    return [*expect("send_email", 20, "done"), *expect("send_welcome", 1, "done"),
+            *expect("sync_crm", 1, "done", 3), *expect("charge_card", 1, "dead", 1),
+            *expect("build_report", 1, "done"), *expect("send_reminder", 1, "done")]
+
+
+async def run_demo(console: Console, url: str, schema: str) -> int:
+    began = time.monotonic()
+    app = App(url, schema=schema)
+    declare(app)
+    try:
+        await app.migrate()
+        console.print(f"installed the workhorse tables in a fresh schema {schema!r}\n")
+        await enqueue_all(app, console)
+        worker = app.worker(concurrency=8, visibility_timeout="10s", poll_interval="250ms",
+                            drain_timeout="2s", handle_signals=False)
+        running = asyncio.create_task(worker.run())
+        watch = Watch(began=time.monotonic())
+        jobs: list[Job] = []
+        tty = console.is_terminal
+        with Live(console=console, auto_refresh=False) as live:
+            while time.monotonic() - began < HARD_CAP and not running.done():
+                jobs = await all_jobs(app)
+                for line in watch.observe(jobs):
+                    if not tty:  # no live redraw on a pipe or file: print events as they happen
+                        console.print(line)
+                live.update(live_view(jobs, watch, worker.stats, with_log=tty), refresh=True)
+                if len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs):
+                    break
+                await asyncio.sleep(0.125)
+        finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
+        await worker.stop()
+        await running  # re-raises whatever stopped the worker early
+        problems = summarize(console, await all_jobs(app), worker.stats, time.monotonic() - began, schema)
+        if not finished:
+            problems.insert(0, f"the jobs did not all finish within {HARD_CAP:.0f}s; the worker was stopped")
+        for problem in problems:
+            console.print(f"[red]demo failed: {problem}[/red]")
+        return 1 if problems else 0
+    finally:
+        await app.close()
+
+
+def drop_schema(url: str, schema: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+
+
+def main(database_url: str | None = None, *, schema: str | None = None) -> int:
+    """Run the demo; answer the process exit code (0: every job ended as expected)."""
+    console = Console()
+    schema = schema or f"demo_{secrets.token_hex(4)}"
+    started_here = False
+    try:
+        if database_url:
+            console.print("database: the URL you passed")
+        elif os.environ.get(embedded.ENV_URL):
+            console.print(f"database: ${embedded.ENV_URL}")
+        else:
+            status = embedded.status()
+            started_here = not status["running"]
+            console.print(f"database: the embedded PostgreSQL under {status['home']} — a real PostgreSQL server "
+                          + ("(starting it now; the demo stops it again at the end)" if started_here
+                             else "(already running; left running)"))
+        url = embedded.resolve_database_url(database_url or None)
+    except WorkhorseError as error:
+        console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
+        return 1
+    try:
+        return asyncio.run(run_demo(console, url, schema))
+    except WorkhorseError as error:
+        console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+    finally:
+        try:
+            drop_schema(url, schema)
+        except psycopg.Error as error:
+            console.print(f"[yellow]could not drop schema {schema!r}: {error}[/yellow]")
+        if started_here:
+            embedded.stop()
+            console.print("stopped the embedded PostgreSQL (the demo's own cleanup; your data under it is kept)")

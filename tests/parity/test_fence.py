@@ -1,0 +1,134 @@
+"""The claim fence, lease lapses and final-attempt burial, driven at the driver seam on both drivers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from workhorse import App, ConfigurationError, JobContext, Retry
+from workhorse.drivers.base import Lease, Settlement
+
+
+def declare(app: App, attempts: int = 3, dead_letter: bool = True):  # type: ignore[no-untyped-def]
+    @app.job(name="task", tenant="none", retry=Retry(attempts=attempts, base=0, dead_letter=dead_letter))
+    async def task(ctx: JobContext, payload: object) -> None:
+        return None
+
+    return task
+
+
+async def claim(app: App, worker: str, *, limit: int = 10, visibility: float = 30.0):  # type: ignore[no-untyped-def]
+    return await app.driver.claim(
+        worker_id=worker, queues=["default"], names=["task"], limit=limit, visibility=visibility
+    )
+
+
+async def test_claim_takes_at_most_the_free_slots_and_moves_the_fence(app: App) -> None:
+    task = declare(app)
+    await task.enqueue_many([1, 2, 3])
+    first = await claim(app, "w1", limit=2)
+    second = await claim(app, "w2", limit=2)
+    assert len(first.claimed) == 2 and len(second.claimed) == 1
+    assert {c.claims for c in first.claimed + second.claimed} == {1}
+    assert {c.attempt for c in first.claimed} == {1}
+    assert (await claim(app, "w3")).claimed == []
+
+
+async def test_claim_with_no_queues_is_refused(app: App) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await app.driver.claim(worker_id="w", queues=[], names=["task"], limit=1, visibility=1)
+    assert refused.value.code == "CLAIM_QUEUES_EMPTY"
+
+
+async def test_settle_and_heartbeat_are_fenced_on_worker_and_claim(app: App) -> None:
+    task = declare(app)
+    ref = await task.enqueue(None)
+    (held,) = (await claim(app, "w1")).claimed
+    wrong_worker = Settlement(ref.id, "w2", held.claims, "done", result="1")
+    wrong_claim = Settlement(ref.id, "w1", held.claims + 1, "done", result="1")
+    assert await app.driver.settle([wrong_worker, wrong_claim]) == [False, False]
+    assert await app.driver.heartbeat("w2", [Lease(ref.id, held.claims)], 30) == set()
+    assert await app.driver.heartbeat("w1", [Lease(ref.id, held.claims)], 30) == {ref.id}
+    right = Settlement(ref.id, "w1", held.claims, "done", result='{"ok":true}')
+    assert await app.driver.settle([right]) == [True]
+    assert await app.driver.settle([right]) == [False]  # a second settle of the same claim misses
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.result) == ("done", {"ok": True})
+
+
+async def test_a_lapsed_lease_is_reclaimed_and_the_old_holder_is_fenced_out(app: App) -> None:
+    task = declare(app)
+    ref = await task.enqueue(None)
+    (old,) = (await claim(app, "w1", visibility=0.05)).claimed
+    await asyncio.sleep(0.15)
+    (new,) = (await claim(app, "w2")).claimed
+    assert new.id == ref.id and new.attempt == 2 and new.claims == old.claims + 1
+    # the zombie's writes all miss; the new run's land
+    assert await app.driver.heartbeat("w1", [Lease(ref.id, old.claims)], 30) == set()
+    assert await app.driver.settle([Settlement(ref.id, "w1", old.claims, "done", result="1")]) == [False]
+    assert await app.driver.settle([Settlement(ref.id, "w2", new.claims, "done", result="2")]) == [True]
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.result, job.attempt) == (2, 2)
+
+
+@pytest.mark.parametrize(("dead_letter", "state"), [(True, "dead"), (False, "failed")])
+async def test_a_lease_lapsed_on_the_final_attempt_is_buried_by_the_claim(
+    app: App, dead_letter: bool, state: str
+) -> None:
+    task = declare(app, attempts=2, dead_letter=dead_letter)
+    ref = await task.enqueue(None)
+    await claim(app, "w1", visibility=0.05)
+    await asyncio.sleep(0.15)
+    (second,) = (await claim(app, "w2", visibility=0.05)).claimed
+    assert second.attempt == 2
+    await asyncio.sleep(0.15)
+    result = await claim(app, "w3")
+    assert result.claimed == []
+    (buried,) = result.buried
+    assert (buried.id, buried.state, buried.attempt) == (ref.id, state, 2)
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == state and job.worker_id is None
+    assert job.last_error is not None and "lease lapsed on the final attempt" in job.last_error["message"]
+    assert (await claim(app, "w4")).buried == []  # buried once, announced once
+
+
+async def test_interrupted_hands_back_without_spending_the_attempt(app: App) -> None:
+    task = declare(app)
+    ref = await task.enqueue(None)
+    (held,) = (await claim(app, "w1")).claimed
+    assert await app.driver.settle([Settlement(ref.id, "w1", held.claims, "interrupted")]) == [True]
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt, job.worker_id) == ("ready", 0, None)
+    (again,) = (await claim(app, "w2")).claimed
+    assert again.attempt == 1 and again.claims == held.claims + 1
+
+
+async def test_a_retry_with_a_delay_is_not_claimed_early(app: App) -> None:
+    task = declare(app)
+    ref = await task.enqueue(None)
+    (held,) = (await claim(app, "w1")).claimed
+    error = '{"type": "ValueError", "message": "x", "traceback": null}'
+    await app.driver.settle([Settlement(ref.id, "w1", held.claims, "retry", error=error, delay=3600)])
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == "delayed" and job.last_error == {
+        "type": "ValueError", "message": "x", "traceback": None,
+    }
+    assert (await claim(app, "w1")).claimed == []
+    await app.promote(ref.id)
+    assert len((await claim(app, "w1")).claimed) == 1
+
+
+async def test_batched_settle_answers_each_in_order(app: App) -> None:
+    task = declare(app)
+    refs = await task.enqueue_many([1, 2, 3])
+    held = (await claim(app, "w1")).claimed
+    by_id = {c.id: c for c in held}
+    batch = [
+        Settlement(refs[0].id, "w1", by_id[refs[0].id].claims, "done", result="1"),
+        Settlement(refs[1].id, "w1", 99, "done", result="2"),
+        Settlement(refs[2].id, "w1", by_id[refs[2].id].claims, "dead", error='{"type":"X","message":"m"}'),
+    ]
+    assert await app.driver.settle(batch) == [True, False, True]
+    states = [(await app.get_job(r.id)).state for r in refs]  # type: ignore[union-attr]
+    assert states == ["done", "running", "dead"]
