@@ -79,14 +79,14 @@ async def enqueue_all(app: App, console: Console) -> None:
     welcome = app.jobs["send_welcome"]
     for _ in range(2):
         ref = await welcome.enqueue({"org": "org-1", "user": 7}, key="welcome:7")
-        console.print(f"enqueued send_welcome key='welcome:7' -> {ref.id} duplicate={ref.duplicate}")
-    console.print("  (same key while the first is live: nothing inserted, the existing job's id returned)")
+        console.print(f"enqueued send_welcome key='welcome:7': duplicate={ref.duplicate} id={ref.id[-12:]}")
+    console.print("  (same key while the first is live: nothing inserted, the same job returned)")
     await app.jobs["sync_crm"].enqueue({"org": "org-2", "account": 42})
     await app.jobs["charge_card"].enqueue({"org": "org-0", "amount_cents": 4_999})
     await app.jobs["build_report"].enqueue({"period": "2024-Q4"})
     await app.jobs["send_reminder"].enqueue({"user": 7}, delay="4s")
-    console.print("enqueued sync_crm (flaky), charge_card (will fail), build_report (slow), "
-                  "send_reminder (delay='4s')\n")
+    console.print("enqueued sync_crm (flaky), charge_card (declines), build_report (slow, ~3s)")
+    console.print("enqueued send_reminder with delay='4s'\n")
 
 
 async def all_jobs(app: App) -> list[Job]:
@@ -135,13 +135,23 @@ class Watch:
                 new.append(self.note(job, "dead", job.attempt, f"DEAD-LETTERED {tag}: {error_text(job)}"))
             elif job.last_error and job.state in ("delayed", "ready"):
                 wait = (job.run_at - job.updated_at).total_seconds()
-                new.append(self.note(job, "retry", job.attempt,
-                                     f"retry scheduled: {tag} failed ({error_text(job)}); "
-                                     f"next try in {max(wait, 0):.2f}s"))
+                new.append(
+                    self.note(
+                        job,
+                        "retry",
+                        job.attempt,
+                        f"retry in {max(wait, 0):.2f}s: {tag} failed ({error_text(job)})",
+                    )
+                )
             elif job.last_error and job.attempt > 1:  # we polled between the failure and the re-claim
-                new.append(self.note(job, "retry", job.attempt - 1,
-                                     f"retry scheduled: {job.name} attempt {job.attempt - 1} failed "
-                                     f"({error_text(job)})"))
+                new.append(
+                    self.note(
+                        job,
+                        "retry",
+                        job.attempt - 1,
+                        f"retried: {job.name} attempt {job.attempt - 1} failed ({error_text(job)})",
+                    )
+                )
             if before == ("delayed", 0) and job.state != "delayed":
                 new.append(self.note(job, "due", 0, f"delayed job {job.name} became due ({job.state})"))
             if job.state == "done" and job.name != "send_email":
@@ -158,7 +168,7 @@ def live_view(jobs: list[Job], watch: Watch, stats: WorkerStats, with_log: bool)
         table.add_column(state, justify="right")
     for name in NAMES:
         table.add_row(name, *(str(counts[name][s] or "") for s in SHOWN_STATES))
-    table.caption = f"worker: {stats.completed} done, {stats.retried} retried, {stats.dead} dead-lettered"
+    table.caption = f"worker so far: {stats.completed} done, {stats.retried} retried, {stats.dead} dead"
     if not with_log:
         return table
     log = "\n".join(watch.events[-8:]) or "(nothing notable yet)"
@@ -172,44 +182,68 @@ def seconds(start: Any, end: Any) -> str:
 def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float, schema: str) -> list[str]:
     """Print what happened; answer the expectations that were not met (empty: all good)."""
     table = Table(title="summary", title_justify="left")
-    for column in ("job", "state", "attempts", "queued→end", "ran", "last error"):
+    for column in ("job", "state", "attempts", "queued→end", "last run", "error"):
         table.add_column(column)
     for name in NAMES:
         group = sorted((j for j in jobs if j.name == name), key=lambda j: j.created_at)
         if len(group) == 1:
             j = group[0]
-            table.add_row(name, j.state, f"{j.attempt}/{j.max_attempts}", seconds(j.created_at, j.finished_at),
-                          seconds(j.started_at, j.finished_at), error_text(j) if j.state != "done" else "")
+            table.add_row(
+                name,
+                j.state,
+                f"{j.attempt}/{j.max_attempts}",
+                seconds(j.created_at, j.finished_at),
+                seconds(j.started_at, j.finished_at),
+                error_text(j) if j.state != "done" else "",
+            )
         elif group:
             states = ", ".join(f"{n} {s}" for s, n in Counter(j.state for j in group).items())
             slowest = max(group, key=lambda j: (j.finished_at or j.updated_at) - j.created_at)
-            table.add_row(f"{name} x{len(group)}", states, f"{max(j.attempt for j in group)}/{group[0].max_attempts}",
-                          "≤" + seconds(slowest.created_at, slowest.finished_at), "", "")
+            table.add_row(
+                f"{name} x{len(group)}",
+                states,
+                f"{max(j.attempt for j in group)}/{group[0].max_attempts}",
+                "≤" + seconds(slowest.created_at, slowest.finished_at),
+                "",
+                "",
+            )
     console.print(table)
     by_state = Counter(j.state for j in jobs)
-    console.print(f"totals: {len(jobs)} jobs, {by_state['done']} done, {by_state['dead']} dead, "
-                  f"{stats.retried} retries performed, {wall:.1f}s wall time\n")
+    console.print(
+        f"totals: {len(jobs)} jobs, {by_state['done']} done, {by_state['dead']} dead, "
+        f"{stats.retried} retries performed, {wall:.1f}s wall time\n"
+    )
 
     dead = next((j for j in jobs if j.state == "dead"), None)
     console.print("[bold]what you just saw[/bold]")
-    console.print("  • retry with backoff: sync_crm failed twice (ConnectionError) and was retried after a growing"
-                  " wait; attempt 3 succeeded.")
-    console.print("  • dead-letter queue: charge_card raised TerminalError, so it went straight to state 'dead'"
-                  " (attempts unspent), kept for a person to inspect, requeue or remove.")
-    console.print("  • idempotency key + delayed job: the second send_welcome with key 'welcome:7' inserted"
-                  " nothing (duplicate=True); send_reminder waited 4s as 'delayed', then ran.")
-    console.print(f"\nThe demo dropped its schema {schema!r}, so its jobs are gone. Against your own app's database:")
-    console.print("  workhorse ls --state dead      # the dead-letter queue")
-    console.print(f"  workhorse show <id>            # one job in full (here charge_card was {dead.id if dead else '?'})")
+    console.print("  • retry with backoff: sync_crm raised ConnectionError twice; each time it was retried")
+    console.print("    after a growing wait, and attempt 3 succeeded.")
+    console.print("  • dead-letter queue: charge_card raised TerminalError, so it went straight to 'dead'")
+    console.print("    (attempts unspent), kept for a person to inspect, requeue or remove.")
+    console.print("  • idempotency key and delay: the second send_welcome (same key) inserted nothing;")
+    console.print("    send_reminder waited 4s as 'delayed', then ran.")
+    console.print(f"\nThe demo dropped its schema {schema!r}, so its jobs are gone. On your own app:")
+    console.print("  workhorse ls --state dead    # the dead-letter queue")
+    console.print("  workhorse show <id>          # one job in full, with its last error")
+    console.print(f"(here the dead charge_card job was {dead.id if dead else '?'})")
 
     def expect(name: str, count: int, state: str, attempt: int | None = None) -> list[str]:
         group = [j for j in jobs if j.name == name]
         ok = len(group) == count and all(j.state == state and attempt in (None, j.attempt) for j in group)
-        return [] if ok else [f"expected {count} {name} {state}" + (f" after {attempt} attempts" if attempt else "")]
+        return (
+            []
+            if ok
+            else [f"expected {count} {name} {state}" + (f" after {attempt} attempts" if attempt else "")]
+        )
 
-    return [*expect("send_email", 20, "done"), *expect("send_welcome", 1, "done"),
-            *expect("sync_crm", 1, "done", 3), *expect("charge_card", 1, "dead", 1),
-            *expect("build_report", 1, "done"), *expect("send_reminder", 1, "done")]
+    return [
+        *expect("send_email", 20, "done"),
+        *expect("send_welcome", 1, "done"),
+        *expect("sync_crm", 1, "done", 3),
+        *expect("charge_card", 1, "dead", 1),
+        *expect("build_report", 1, "done"),
+        *expect("send_reminder", 1, "done"),
+    ]
 
 
 async def run_demo(console: Console, url: str, schema: str) -> int:
@@ -220,8 +254,13 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
         await app.migrate()
         console.print(f"installed the workhorse tables in a fresh schema {schema!r}\n")
         await enqueue_all(app, console)
-        worker = app.worker(concurrency=8, visibility_timeout="10s", poll_interval="250ms",
-                            drain_timeout="2s", handle_signals=False)
+        worker = app.worker(
+            concurrency=8,
+            visibility_timeout="10s",
+            poll_interval="250ms",
+            drain_timeout="2s",
+            handle_signals=False,
+        )
         running = asyncio.create_task(worker.run())
         watch = Watch(began=time.monotonic())
         jobs: list[Job] = []
@@ -236,6 +275,7 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
                 if len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs):
                     break
                 await asyncio.sleep(0.125)
+        console.print()
         finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
         await worker.stop()
         await running  # re-raises whatever stopped the worker early
@@ -267,9 +307,14 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
         else:
             status = embedded.status()
             started_here = not status["running"]
-            console.print(f"database: the embedded PostgreSQL under {status['home']} — a real PostgreSQL server "
-                          + ("(starting it now; the demo stops it again at the end)" if started_here
-                             else "(already running; left running)"))
+            console.print(
+                f"database: the embedded PostgreSQL under {status['home']} — a real PostgreSQL server "
+                + (
+                    "(starting it now; the demo stops it again at the end)"
+                    if started_here
+                    else "(already running; left running)"
+                )
+            )
         url = embedded.resolve_database_url(database_url or None)
     except WorkhorseError as error:
         console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
@@ -289,4 +334,6 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
             console.print(f"[yellow]could not drop schema {schema!r}: {error}[/yellow]")
         if started_here:
             embedded.stop()
-            console.print("stopped the embedded PostgreSQL (the demo's own cleanup; your data under it is kept)")
+            console.print(
+                "stopped the embedded PostgreSQL (the demo's own cleanup; your data under it is kept)"
+            )

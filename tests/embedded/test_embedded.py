@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,19 +22,21 @@ from workhorse.errors import EmbeddedServerError
 
 
 @pytest.fixture
-def home(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    if os.geteuid() == 0:
-        # pytest makes its temp dirs 0700 (and resets /tmp/pytest-of-root to 0700 each session);
-        # the unprivileged user the server runs as must be able to traverse them.
-        pytest_of = [p for p in tmp_path.parents if p.name.startswith("pytest-of-")]
-        top = pytest_of[0] if pytest_of else tmp_path_factory.getbasetemp()
-        for path in (tmp_path, *tmp_path.parents):
-            path.chmod(path.stat().st_mode | stat.S_IXOTH)
-            if path == top:
-                break
-    h = tmp_path / "wh"
-    yield h
-    embedded.stop(h)
+def home(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        yield tmp_path / "wh"
+        embedded.stop(tmp_path / "wh")
+        return
+    # As root the server runs as an unprivileged user, who cannot traverse pytest's tmp_path:
+    # /tmp/pytest-of-root is 0700, and every pytest session on the machine resets it to 0700, so
+    # opening it up is racy. A directory of our own under /tmp, traversable by all, is not.
+    base = Path(tempfile.mkdtemp(prefix="workhorse-embedded-"))
+    base.chmod(0o711)
+    try:
+        yield base / "wh"
+    finally:
+        embedded.stop(base / "wh")
+        shutil.rmtree(base)
 
 
 def postmaster_pid(h: Path) -> int:

@@ -18,52 +18,24 @@ from rich.text import Text
 from workhorse.app import DEFAULT_PAGE, MAX_PAGE, App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, state_text, stdout, trim
-from workhorse.drivers.base import ALL_STATES, FINISHED_STATES, Job, Page
+from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page
 from workhorse.errors import JobNotFoundError
 
 ERROR_WIDTH = 48
 
 
 @click.command("ls")
-@click.option("--state", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}.")
+@click.option("--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}.")
 @click.option("--queue", metavar="QUEUE", help="Only jobs on this queue.")
 @click.option("--name", metavar="NAME", help="Only jobs of this name (module.function unless named).")
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's jobs.")
 @click.option(
-    "--limit",
-    type=int,
-    default=DEFAULT_PAGE,
-    show_default=True,
-    metavar="N",
-    help=f"Jobs per page, 1 to {MAX_PAGE}.",
+    "--limit", type=int, default=DEFAULT_PAGE, show_default=True, metavar="N", help=f"Jobs per page, 1 to {MAX_PAGE}."
 )
-@click.option("--after", metavar="CURSOR", help="Continue from a previous page's `next` cursor.")
+@click.option("--after", metavar="CURSOR", help="Start after this cursor: the `next` of the previous page.")
 @json_option
 @pass_state
 def list_jobs(
-    state: State,
-    state_filter: str | None = None,
-    queue: str | None = None,
-    name: str | None = None,
-    tenant: str | None = None,
-    limit: int = DEFAULT_PAGE,
-    after: str | None = None,
-    as_json: bool = False,
-    **_: Any,
-) -> None:
-    """List jobs, newest first, one page at a time.
-
-    \b
-    Examples:
-      workhorse ls --state dead
-      workhorse ls --queue emails --limit 20 --json
-      workhorse ls --after 0190f1c2-...        # the next page
-    """
-
-
-# click names the parameter after the option (`state`), which is also what the State object is
-# called; rebuild the command with the option renamed so both can be passed.
-def _ls(
     state: State,
     state_filter: str | None,
     queue: str | None,
@@ -73,26 +45,207 @@ def _ls(
     after: str | None,
     as_json: bool,
 ) -> None:
-    page: Page = run_with_app(
-        state.app(),
-        lambda app: app.list_jobs(
-            state=state_filter, queue=queue, name=name, tenant=tenant, limit=limit, after=after
-        ),
-    )
+    """List jobs, newest first, one page at a time.
+
+    \b
+    Examples:
+      workhorse ls --state dead
+      workhorse ls --queue emails --limit 20 --json
+      workhorse ls --after 0190f1c2-...        # the next page
+    """
+    filters = {"state": state_filter, "queue": queue, "name": name, "tenant": tenant}
+    page: Page = run_with_app(state.app(), lambda app: app.list_jobs(**filters, limit=limit, after=after))
     if as_json:
         emit_json({"jobs": [job.to_dict(with_steps=False) for job in page.jobs], "next": page.next})
         return
     console = stdout()
     if not page.jobs:
-        console.print("no jobs" + (" match" if any((state_filter, queue, name, tenant, after)) else " yet"))
+        filtered = after is not None or any(value is not None for value in filters.values())
+        console.print("no jobs match" if filtered else "no jobs yet")
         return
     console.print(jobs_table(page.jobs))
     if page.next is not None:
         words = ["workhorse", "ls"]
-        for flag, value in (("--state", state_filter), ("--queue", queue), ("--name", name), ("--tenant", tenant)):
+        for option, value in filters.items():
             if value is not None:
-                words += [flag, value]
+                words += [f"--{option}", value]
         if limit != DEFAULT_PAGE:
             words += ["--limit", str(limit)]
         words += ["--after", page.next]
         console.print(Text(f"next page: {shlex.join(words)}", style="dim"))
+
+
+def jobs_table(jobs: list[Job]) -> Table:
+    now = datetime.now(UTC)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=36)  # whole: ids are meant to be copied
+    table.add_column("name", overflow="fold")
+    table.add_column("queue", overflow="fold")
+    table.add_column("state", no_wrap=True)
+    table.add_column("attempt", no_wrap=True, justify="right")
+    table.add_column("tenant", overflow="fold")
+    table.add_column("created", no_wrap=True)
+    table.add_column("run at", no_wrap=True)
+    table.add_column("last error", overflow="ellipsis")
+    for job in jobs:
+        table.add_row(
+            job.id,
+            job.name,
+            job.queue,
+            state_text(job.state),
+            f"{job.attempt}/{job.max_attempts}",
+            job.tenant or Text("-", style="dim"),
+            ago(job.created_at, now),
+            _run_at(job, now),
+            Text(_error_line(job.last_error, ERROR_WIDTH), style="red"),
+        )
+    return table
+
+
+def _run_at(job: Job, now: datetime) -> str:
+    if job.run_at > now:
+        return ago(job.run_at, now)
+    return "due" if job.state in ("ready", "delayed") else ""
+
+
+def _error_line(error: dict[str, Any] | None, width: int) -> str:
+    if not error:
+        return ""
+    kind, message = error.get("type"), error.get("message")
+    text = f"{kind}: {message}" if kind and message else str(kind or message or error)
+    return trim(text, width)
+
+
+@click.command("show")
+@click.argument("job_id", metavar="ID")
+@json_option
+@pass_state
+def show_job(state: State, job_id: str, as_json: bool) -> None:
+    """Show one job: its payload, result, last error and steps.
+
+    \b
+    Example:
+      workhorse show 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e --json
+    """
+
+    async def fetch(app: App) -> Job:
+        job = await app.get_job(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        return job
+
+    job = run_with_app(state.app(), fetch)
+    if as_json:
+        emit_json(job.to_dict())
+        return
+    stdout().print(job_panel(job))
+
+
+def job_panel(job: Job) -> Panel:
+    now = datetime.now(UTC)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+
+    def when(value: datetime | None) -> str:
+        return "-" if value is None else f"{value.isoformat().replace('+00:00', 'Z')}  ({ago(value, now)})"
+
+    grid.add_row("id", job.id)
+    grid.add_row("name", job.name)
+    grid.add_row("queue", job.queue)
+    grid.add_row("state", state_text(job.state))
+    grid.add_row("attempt", f"{job.attempt} of {job.max_attempts}")
+    grid.add_row("tenant", job.tenant or "-")
+    grid.add_row("priority", str(job.priority))
+    if job.key is not None:
+        grid.add_row("key", job.key)
+    grid.add_row("created", when(job.created_at))
+    grid.add_row("run at", when(job.run_at))
+    grid.add_row("started", when(job.started_at))
+    grid.add_row("finished", when(job.finished_at))
+    if job.state in LIVE_STATES and job.worker_id is not None:
+        grid.add_row("worker", f"{job.worker_id} (lease until {when(job.lease_expires_at)})")
+    grid.add_row("payload", _pretty(job.payload))
+    if job.result is not None:
+        grid.add_row("result", _pretty(job.result))
+    if job.progress is not None:
+        grid.add_row("progress", _pretty(job.progress))
+    if job.steps:
+        steps = Table(box=None, pad_edge=False, header_style="bold")
+        steps.add_column("step")
+        steps.add_column("state")
+        for step in job.steps:
+            steps.add_row(str(step.get("name", "?")), state_text(str(step.get("state", "?"))))
+        grid.add_row("steps", steps)
+    else:
+        grid.add_row("steps", Text("none", style="dim"))
+    parts: list[RenderableType] = [grid]
+    if job.last_error:
+        parts += [Text(""), Text("last error", style="bold red"), Text(_error_line(job.last_error, 2_000), style="red")]
+        trace = job.last_error.get("traceback")
+        if trace:
+            parts.append(Text(str(trace).rstrip(), style="dim"))
+    return Panel(Group(*parts), title=Text(job.name, style="bold"), title_align="left", expand=False)
+
+
+def _pretty(value: Any) -> RenderableType:
+    """JSON as JSON: highlighted and indented when it has structure, else its one-line literal."""
+    if isinstance(value, dict | list) and value:
+        return JSON.from_data(value, indent=2)
+    return Text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _verb(
+    command: str,
+    done: str,
+    act: Callable[[App, str], Awaitable[Job]],
+    *,
+    summary: str,
+    example: str,
+    json_of: Callable[[Job], Any] = Job.to_dict,
+) -> click.Command:
+    @click.command(command, help=f"{summary}\n\n\b\nExample:\n  {example}")
+    @click.argument("job_id", metavar="ID")
+    @json_option
+    @pass_state
+    def operate(state: State, job_id: str, as_json: bool) -> None:
+        job = run_with_app(state.app(), lambda app: act(app, job_id))
+        if as_json:
+            emit_json(json_of(job))
+            return
+        stdout().print(Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state)))
+
+    return operate
+
+
+cancel = _verb(
+    "cancel",
+    "cancelled",
+    App.cancel,
+    summary="Cancel a job that has not finished. A running job is stopped by its worker at its next heartbeat.",
+    example="workhorse cancel 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
+)
+requeue = _verb(
+    "requeue",
+    "requeued",
+    App.requeue,
+    summary="Run a finished job (done, failed, dead, cancelled) again, with its attempts reset.",
+    example="workhorse requeue 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
+)
+promote = _verb(
+    "promote",
+    "promoted",
+    App.promote,
+    summary="Make a waiting job (delayed, or backing off before a retry) due now.",
+    example="workhorse promote 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
+)
+remove = _verb(
+    "rm",
+    "removed",
+    App.remove,
+    summary='Delete a job that is not running. With --json, prints {"removed": JOB}.',
+    example="workhorse rm 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
+    json_of=lambda job: {"removed": job.to_dict()},
+)
+
+COMMANDS: list[click.Command] = [list_jobs, show_job, cancel, requeue, promote, remove]

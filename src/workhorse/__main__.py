@@ -1,0 +1,2 @@
+from workhorse.cli import main
+main()

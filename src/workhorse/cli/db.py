@@ -1,0 +1,92 @@
+"""``workhorse db``: the embedded PostgreSQL that workhorse runs for development and tests."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from workhorse import embedded
+from workhorse.cli.main import State, json_option, pass_state
+from workhorse.cli.output import emit_json, stdout
+
+
+@click.group("db")
+def db() -> None:
+    """Manage the embedded PostgreSQL under ./.workhorse (or WORKHORSE_HOME).
+
+    The embedded server is what workhorse uses when neither --database-url nor
+    WORKHORSE_DATABASE_URL names a database. It is for development and tests: it runs with
+    fsync off. `db url` reports whichever database the command line would use.
+    """
+
+
+@db.command("start")
+@json_option
+def start(as_json: bool) -> None:
+    """Start the embedded server (initialising it on first use) and print its URL.
+
+    \b
+    Example:
+      export WORKHORSE_DATABASE_URL=$(workhorse db start)
+    """
+    url = embedded.ensure_started()
+    if as_json:
+        emit_json({"url": url, "home": str(embedded.home_dir())})
+    else:
+        click.echo(url)
+
+
+@db.command("stop")
+@json_option
+def stop(as_json: bool) -> None:
+    """Stop the embedded server; its data is kept for the next start.
+
+    \b
+    Example:
+      workhorse db stop
+    """
+    stopped = embedded.stop()
+    home = embedded.home_dir()
+    if as_json:
+        emit_json({"stopped": stopped, "home": str(home)})
+    else:
+        click.echo(f"stopped the server in {home}" if stopped else f"no server was running in {home}")
+
+
+@db.command("url")
+@json_option
+@pass_state
+def url(state: State, as_json: bool) -> None:
+    """Print the database URL the command line uses (starting the embedded server if that is the one).
+
+    \b
+    Example:
+      psql "$(workhorse db url)"
+    """
+    resolved = state.app().database_url
+    if as_json:
+        emit_json({"url": resolved})
+    else:
+        click.echo(resolved)
+
+
+@db.command("status")
+@json_option
+def status(as_json: bool) -> None:
+    """Show where the embedded server lives, whether it runs, and its URL.
+
+    \b
+    Example:
+      workhorse db status --json
+    """
+    info = embedded.status()
+    if as_json:
+        emit_json(info)
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for key, value in info.items():
+        shown = ("[green]yes[/]" if value else "[dim]no[/]") if key == "running" else str(value or "-")
+        grid.add_row(key, shown)
+    stdout().print(grid)

@@ -1,0 +1,29 @@
+"""``workhorse demo``: a short self-contained tour on the embedded database."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import cast
+
+import click
+
+from workhorse.cli.main import State, pass_state
+
+
+@click.command("demo")
+@pass_state
+@click.pass_context
+def demo(ctx: click.Context, state: State) -> None:
+    """Enqueue and run a few jobs live: retries, a dead letter, the operator verbs.
+
+    Uses the embedded database unless --database-url or WORKHORSE_DATABASE_URL names one.
+
+    \b
+    Example:
+      workhorse demo
+    """
+    # Imported here: the demo pulls in its own jobs and display, which no other command needs.
+    module = importlib.import_module("workhorse.demo")
+    run = cast(Callable[[str | None], int], module.main)
+    ctx.exit(run(state.database_url))

@@ -1,0 +1,235 @@
+"""Preparing and running: ``migrate`` installs the schema, ``worker`` runs the app's jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from workhorse._db.migrate import script
+from workhorse.cli.main import FAILED, Refusal, State, json_option, pass_state
+from workhorse.cli.output import emit_json, redact, stdout
+from workhorse.durations import Duration
+from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
+from workhorse.worker import Worker, WorkerStats
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
+LOG_DATE_FORMAT = "%H:%M:%S"
+STUCK_THREAD_GRACE = 1.0  # seconds a job thread gets to return after the drain before we stop waiting
+_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
+_QUEUE_COUNT = re.compile(r"^\s*([^=,\s]+)\s*=\s*(\d+)\s*$")
+
+
+@click.command("migrate")
+@click.option("--sql", "print_sql", is_flag=True, help="Print the SQL for a DBA to apply by hand; apply nothing.")
+@json_option
+@pass_state
+def migrate(state: State, print_sql: bool, as_json: bool) -> None:
+    """Install or upgrade workhorse's tables. Safe to run from many processes at once.
+
+    \b
+    Examples:
+      workhorse migrate
+      workhorse --schema jobs migrate --sql > workhorse.sql
+    """
+    app = state.app()
+    if print_sql:
+        text = script(app.schema)
+        if as_json:
+            emit_json({"schema": app.schema, "sql": text})
+        else:
+            click.echo(text, nl=False)
+        return
+    applied = app.migrate_sync()
+    if as_json:
+        emit_json({"applied": applied, "schema": app.schema})
+    elif applied:
+        versions = ", ".join(str(v) for v in applied)
+        stdout().print(f"applied migration{'s' if len(applied) > 1 else ''} {versions} to schema {app.schema}")
+    else:
+        stdout().print(f"schema {app.schema} is up to date")
+
+
+@click.command("worker")
+@click.option(
+    "--queues",
+    metavar="A,B",
+    help="Comma-separated queues to claim from. Default: every queue with a job declared on the app.",
+)
+@click.option(
+    "--concurrency",
+    metavar="N|Q=N,...",
+    default="10",
+    show_default=True,
+    help="Jobs run at once per queue: one number for every queue, or per queue like emails=5,default=20 "
+    "(queues not named get 10).",
+)
+@click.option(
+    "--visibility-timeout",
+    metavar="DURATION",
+    default="30s",
+    show_default=True,
+    help="How long a claim holds without a heartbeat landing; a dead worker's jobs return after this.",
+)
+@click.option(
+    "--drain-timeout",
+    metavar="DURATION",
+    default="25s",
+    show_default=True,
+    help="On SIGTERM/SIGINT, how long running jobs get to finish before they are handed back unspent.",
+)
+@click.option("--burst", is_flag=True, help="Run until nothing is due, then drain and exit.")
+@click.option(
+    "--no-scheduler",
+    is_flag=True,
+    help="Do not take part in running cron tasks. (The scheduler role is not part of this release yet; "
+    "the flag is accepted so deployments can already pass it.)",
+)
+@json_option
+@pass_state
+def worker(
+    state: State,
+    queues: str | None,
+    concurrency: str,
+    visibility_timeout: str,
+    drain_timeout: str,
+    burst: bool,
+    no_scheduler: bool,
+    as_json: bool,
+) -> None:
+    """Run the app's jobs until SIGTERM or SIGINT, then drain.
+
+    Needs --app (or WORKHORSE_APP): the module where your jobs are declared. Logs go to stderr.
+    A second signal cuts the drain short. Durations read like 30s, 500ms, 5m or plain seconds.
+
+    \b
+    Examples:
+      workhorse --app myproject.jobs:app worker
+      workhorse --app myproject.jobs:app worker --queues emails --concurrency 20
+      workhorse --app myproject.jobs:app worker --burst      # cron-driven batch runs
+    """
+    app = state.app(required=True)
+    options: dict[str, Any] = {"drain_timeout": _duration(drain_timeout)}
+    if "scheduler" in inspect.signature(Worker).parameters:
+        # Passed along once the worker grows its scheduler role; until then the flag is inert.
+        options["scheduler"] = not no_scheduler
+    runner = app.worker(
+        queues=_queues(queues),
+        concurrency=_concurrency(concurrency),
+        visibility_timeout=_duration(visibility_timeout),
+        **options,
+    )
+    with _logging_to_stderr():
+        logging.getLogger("workhorse.cli").info(
+            "workhorse worker %s: app %s, database %s, schema %s%s",
+            runner.id,
+            state.app_spec,
+            redact(app.database_url),
+            app.schema,
+            " (burst)" if burst else "",
+        )
+        stats = _run(runner, burst=burst)
+        if as_json:
+            emit_json(stats.as_dict())
+        if state.standalone:
+            _exit_if_threads_stuck(runner)
+
+
+def _run(runner: Worker, *, burst: bool) -> WorkerStats:
+    async def body() -> WorkerStats:
+        try:
+            return await runner.run(burst=burst)
+        finally:
+            await runner.app.close()
+
+    try:
+        return asyncio.run(body())
+    except (ConfigurationError, SchemaError):
+        raise  # refused before it started: exit 2 like every refusal
+    except WorkhorseError as error:
+        raise Refusal(error, FAILED) from error
+
+
+@contextlib.contextmanager
+def _logging_to_stderr() -> Iterator[None]:
+    """INFO logs to stderr while the worker runs, unless the app module configured logging itself."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _exit_if_threads_stuck(runner: Worker) -> None:
+    """End the process now if a plain-``def`` job body is still running after the drain.
+
+    A thread cannot be interrupted: a sync body that ignores ``ctx.cancelled`` keeps running after
+    its attempt was handed back. The interpreter joins worker-pool threads at exit, so that body
+    would hold the process (and its deployment's restart) forever. Its attempt is already settled
+    and nothing it returns will be written, so leaving without it is safe.
+    """
+    prefix = f"workhorse-{runner.id}"
+    deadline = time.monotonic() + STUCK_THREAD_GRACE
+    stuck: list[threading.Thread] = []
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix) and not thread.daemon:
+            thread.join(max(deadline - time.monotonic(), 0))
+            if thread.is_alive():
+                stuck.append(thread)
+    if not stuck:
+        return
+    logging.getLogger("workhorse.cli").warning(
+        "worker %s: %d job thread(s) still running after the drain; exiting without them", runner.id, len(stuck)
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _queues(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise click.BadParameter("expected queue names separated by commas, like emails,default", param_hint="--queues")
+    return names
+
+
+def _concurrency(value: str) -> int | dict[str, int]:
+    if value.strip().isdigit():
+        return int(value)
+    counts: dict[str, int] = {}
+    for part in value.split(","):
+        match = _QUEUE_COUNT.match(part)
+        if match is None:
+            raise click.BadParameter(
+                f"expected a number or QUEUE=N pairs like emails=5,default=20, got {value!r}",
+                param_hint="--concurrency",
+            )
+        counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def _duration(value: str) -> Duration:
+    """Plain numbers are seconds; anything else goes to the library, which names what it accepts."""
+    return float(value) if _NUMBER.match(value) else value

@@ -1,0 +1,65 @@
+"""The app the process tests run in real worker subprocesses (`workhorse --app procapp:app worker`).
+
+Every body records its start in a ledger table on its own autocommit connection, so a test can
+count executions (committed or not) and see overlaps, whatever happens to the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import psycopg
+
+from workhorse import App, JobContext, Retry
+
+URL = os.environ["WORKHORSE_DATABASE_URL"]
+SCHEMA = os.environ["WORKHORSE_TEST_SCHEMA"]
+app = App(URL, schema=SCHEMA)
+
+
+def ledger(ctx: JobContext, event: str) -> None:
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(
+            f"insert into {SCHEMA}.ledger (job_id, attempt, pid, event) values (%s, %s, %s, %s)",  # type: ignore[arg-type]
+            (ctx.id, ctx.attempt, os.getpid(), event),
+        )
+
+
+@app.job(name="slow_first_attempt", tenant="none", retry=Retry(attempts=3, base=0))
+async def slow_first_attempt(ctx: JobContext, payload: dict[str, float]) -> str:
+    await asyncio.to_thread(ledger, ctx, "start")
+    if ctx.attempt == 1:
+        await asyncio.sleep(payload.get("sleep", 60))
+    await asyncio.to_thread(ledger, ctx, "end")
+    return f"finished on attempt {ctx.attempt}"
+
+
+@app.job(name="poison", tenant="none", retry=Retry(attempts=2, base=0))
+def poison(ctx: JobContext, payload: None) -> None:
+    ledger(ctx, "start")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@app.job(name="sleeper", tenant="none", retry=Retry(attempts=3, base=0))
+async def sleeper(ctx: JobContext, payload: dict[str, float]) -> str:
+    await asyncio.to_thread(ledger, ctx, "start")
+    await asyncio.sleep(payload["sleep"])
+    await asyncio.to_thread(ledger, ctx, "end")
+    return "slept"
+
+
+@app.job(name="blocker", tenant="none", retry=Retry(attempts=3, base=0))
+async def blocker(ctx: JobContext, payload: dict[str, float]) -> str:
+    await asyncio.to_thread(ledger, ctx, "start")
+    time.sleep(payload["block"])  # blocks the event loop on purpose
+    await asyncio.to_thread(ledger, ctx, "end")
+    return "unblocked"
+
+
+@app.job(name="noop", tenant="none")
+async def noop(ctx: JobContext, payload: int) -> int:
+    await asyncio.to_thread(ledger, ctx, "start")
+    return payload
