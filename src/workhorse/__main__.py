@@ -1,2 +1,3 @@
 from workhorse.cli import main
+
 main()

@@ -34,18 +34,31 @@ from workhorse.worker import WorkerStats
 HARD_CAP = 45.0  # seconds: past this the demo stops its worker anyway and reports failure
 SHOWN_STATES = ("ready", "delayed", "running", "done", "dead")
 NAMES = ("send_email", "send_welcome", "sync_crm", "charge_card", "build_report", "send_reminder")
-EXPECTED_JOBS = 25  # 20 emails, 1 welcome (its second enqueue is a duplicate), crm, charge, report, reminder
+# name -> (how many jobs, final state, attempts used or None for any): what a correct queue produces
+EXPECTED: dict[str, tuple[int, str, int | None]] = {
+    "send_email": (20, "done", None),
+    "send_welcome": (1, "done", None),  # enqueued twice with one key: one job
+    "sync_crm": (1, "done", 3),
+    "charge_card": (1, "dead", 1),
+    "build_report": (1, "done", None),
+    "send_reminder": (1, "done", None),
+}
+EXPECTED_JOBS = sum(count for count, _, _ in EXPECTED.values())
 
 
 def declare(app: App) -> None:
-    """The jobs a small SaaS might declare. Sleeps stand in for the real work."""
+    """The jobs a small SaaS might declare. Sleeps stand in for the real work.
 
-    @app.job(name="send_email", queue="emails", tenant=lambda p: p["org"], retry=Retry(attempts=3))
+    (The ``type: ignore`` on ``async def`` bodies works around ``app.job``'s typing, which mypy
+    cannot solve for coroutine functions yet; a plain ``def`` checks fine.)
+    """
+
+    @app.job(name="send_email", queue="emails", tenant=lambda p: p["org"], retry=Retry(attempts=3))  # type: ignore[arg-type]
     async def send_email(ctx: JobContext, p: dict[str, Any]) -> dict[str, str]:
         await asyncio.sleep(random.uniform(0.02, 0.08))  # a call to the mail relay
         return {"sent_to": p["to"]}
 
-    @app.job(name="send_welcome", queue="emails", tenant=lambda p: p["org"])
+    @app.job(name="send_welcome", queue="emails", tenant=lambda p: p["org"])  # type: ignore[arg-type]
     async def send_welcome(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.05)
 
@@ -56,18 +69,18 @@ def declare(app: App) -> None:
             raise ConnectionError(f"crm.example.com timed out (attempt {ctx.attempt})")
         return "synced"
 
-    @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))
+    @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))  # type: ignore[arg-type]
     async def charge_card(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.05)
         raise TerminalError("card declined")  # retrying cannot help: dead-letter it right away
 
-    @app.job(name="build_report", tenant="none", timeout="30s")
+    @app.job(name="build_report", tenant="none", timeout="30s")  # type: ignore[arg-type]
     async def build_report(ctx: JobContext, p: dict[str, Any]) -> dict[str, int]:
         for _ in range(30):  # ~3 s in small steps, so a drain or timeout can cancel it promptly
             await asyncio.sleep(0.1)
         return {"rows": 1234}
 
-    @app.job(name="send_reminder", queue="emails", tenant="none")
+    @app.job(name="send_reminder", queue="emails", tenant="none")  # type: ignore[arg-type]
     async def send_reminder(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.03)
 
@@ -130,28 +143,17 @@ class Watch:
             self.seen[job.id] = (job.state, job.attempt)
             if before is None or before == (job.state, job.attempt):
                 continue
-            tag = f"{job.name} attempt {job.attempt}/{job.max_attempts}"
+            tag, error = f"{job.name} attempt {job.attempt}/{job.max_attempts}", error_text(job)
             if job.state == "dead":
-                new.append(self.note(job, "dead", job.attempt, f"DEAD-LETTERED {tag}: {error_text(job)}"))
+                new.append(self.note(job, "dead", job.attempt, f"DEAD-LETTERED {tag}: {error}"))
             elif job.last_error and job.state in ("delayed", "ready"):
-                wait = (job.run_at - job.updated_at).total_seconds()
+                wait = max((job.run_at - job.updated_at).total_seconds(), 0)
                 new.append(
-                    self.note(
-                        job,
-                        "retry",
-                        job.attempt,
-                        f"retry in {max(wait, 0):.2f}s: {tag} failed ({error_text(job)})",
-                    )
+                    self.note(job, "retry", job.attempt, f"retry in {wait:.2f}s: {tag} failed ({error})")
                 )
             elif job.last_error and job.attempt > 1:  # we polled between the failure and the re-claim
-                new.append(
-                    self.note(
-                        job,
-                        "retry",
-                        job.attempt - 1,
-                        f"retried: {job.name} attempt {job.attempt - 1} failed ({error_text(job)})",
-                    )
-                )
+                text = f"retried: {job.name} attempt {job.attempt - 1} failed ({error})"
+                new.append(self.note(job, "retry", job.attempt - 1, text))
             if before == ("delayed", 0) and job.state != "delayed":
                 new.append(self.note(job, "due", 0, f"delayed job {job.name} became due ({job.state})"))
             if job.state == "done" and job.name != "send_email":
@@ -186,27 +188,18 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
         table.add_column(column)
     for name in NAMES:
         group = sorted((j for j in jobs if j.name == name), key=lambda j: j.created_at)
-        if len(group) == 1:
+        if len(group) == 1:  # one job: its own story
             j = group[0]
-            table.add_row(
-                name,
-                j.state,
-                f"{j.attempt}/{j.max_attempts}",
-                seconds(j.created_at, j.finished_at),
-                seconds(j.started_at, j.finished_at),
-                error_text(j) if j.state != "done" else "",
-            )
-        elif group:
+            error = error_text(j) if j.state != "done" else ""
+            attempts = f"{j.attempt}/{j.max_attempts}"
+            total, ran = seconds(j.created_at, j.finished_at), seconds(j.started_at, j.finished_at)
+            table.add_row(name, j.state, attempts, total, ran, error)
+        elif group:  # a batch: one line for all of them
             states = ", ".join(f"{n} {s}" for s, n in Counter(j.state for j in group).items())
             slowest = max(group, key=lambda j: (j.finished_at or j.updated_at) - j.created_at)
-            table.add_row(
-                f"{name} x{len(group)}",
-                states,
-                f"{max(j.attempt for j in group)}/{group[0].max_attempts}",
-                "≤" + seconds(slowest.created_at, slowest.finished_at),
-                "",
-                "",
-            )
+            attempts = f"{max(j.attempt for j in group)}/{group[0].max_attempts}"
+            total = "≤" + seconds(slowest.created_at, slowest.finished_at)
+            table.add_row(f"{name} x{len(group)}", states, attempts, total, "", "")
     console.print(table)
     by_state = Counter(j.state for j in jobs)
     console.print(
@@ -227,23 +220,13 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
     console.print("  workhorse show <id>          # one job in full, with its last error")
     console.print(f"(here the dead charge_card job was {dead.id if dead else '?'})")
 
-    def expect(name: str, count: int, state: str, attempt: int | None = None) -> list[str]:
+    problems = []
+    for name, (count, state, attempt) in EXPECTED.items():
         group = [j for j in jobs if j.name == name]
-        ok = len(group) == count and all(j.state == state and attempt in (None, j.attempt) for j in group)
-        return (
-            []
-            if ok
-            else [f"expected {count} {name} {state}" + (f" after {attempt} attempts" if attempt else "")]
-        )
-
-    return [
-        *expect("send_email", 20, "done"),
-        *expect("send_welcome", 1, "done"),
-        *expect("sync_crm", 1, "done", 3),
-        *expect("charge_card", 1, "dead", 1),
-        *expect("build_report", 1, "done"),
-        *expect("send_reminder", 1, "done"),
-    ]
+        if len(group) != count or any(j.state != state or attempt not in (None, j.attempt) for j in group):
+            after = f" after {attempt} attempt(s)" if attempt else ""
+            problems.append(f"expected {count} {name} job(s) {state}{after}")
+    return problems
 
 
 async def run_demo(console: Console, url: str, schema: str) -> int:
@@ -255,28 +238,27 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
         console.print(f"installed the workhorse tables in a fresh schema {schema!r}\n")
         await enqueue_all(app, console)
         worker = app.worker(
-            concurrency=8,
-            visibility_timeout="10s",
+            concurrency=8,  # up to 8 jobs at once per queue
+            visibility_timeout="10s",  # a claim lapses 10s after its last heartbeat (worker died)
             poll_interval="250ms",
-            drain_timeout="2s",
-            handle_signals=False,
+            drain_timeout="2s",  # on stop(): running jobs get 2s to finish, then go back unspent
+            handle_signals=False,  # the demo owns Ctrl-C
         )
         running = asyncio.create_task(worker.run())
         watch = Watch(began=time.monotonic())
         jobs: list[Job] = []
         tty = console.is_terminal
-        with Live(console=console, auto_refresh=False) as live:
-            while time.monotonic() - began < HARD_CAP and not running.done():
+        finished = False
+        with Live(console=console, auto_refresh=False) as live:  # redrawn ~8x a second below
+            while not finished and time.monotonic() - began < HARD_CAP and not running.done():
                 jobs = await all_jobs(app)
                 for line in watch.observe(jobs):
                     if not tty:  # no live redraw on a pipe or file: print events as they happen
                         console.print(line)
                 live.update(live_view(jobs, watch, worker.stats, with_log=tty), refresh=True)
-                if len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs):
-                    break
-                await asyncio.sleep(0.125)
+                finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
+                await asyncio.sleep(0 if finished else 0.125)
         console.print()
-        finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
         await worker.stop()
         await running  # re-raises whatever stopped the worker early
         problems = summarize(console, await all_jobs(app), worker.stats, time.monotonic() - began, schema)
@@ -307,14 +289,9 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
         else:
             status = embedded.status()
             started_here = not status["running"]
-            console.print(
-                f"database: the embedded PostgreSQL under {status['home']} — a real PostgreSQL server "
-                + (
-                    "(starting it now; the demo stops it again at the end)"
-                    if started_here
-                    else "(already running; left running)"
-                )
-            )
+            what = "starting it; the demo stops it at the end" if started_here else "already running"
+            console.print(f"database: the embedded PostgreSQL under {status['home']} ({what})")
+            console.print("  a real PostgreSQL server; set WORKHORSE_DATABASE_URL to use your own")
         url = embedded.resolve_database_url(database_url or None)
     except WorkhorseError as error:
         console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
@@ -334,6 +311,4 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
             console.print(f"[yellow]could not drop schema {schema!r}: {error}[/yellow]")
         if started_here:
             embedded.stop()
-            console.print(
-                "stopped the embedded PostgreSQL (the demo's own cleanup; your data under it is kept)"
-            )
+            console.print("stopped the embedded PostgreSQL (the demo's own cleanup; its data is kept)")

@@ -305,39 +305,37 @@ class Worker:
         while self._accepting:
             control.wake.clear()
             free = self._free()
-            got_full_batch = False
-            try:
-                for queue, slots in free.items():
-                    if not self._accepting:
-                        break
+            next_due: float | None = None
+            full = False
+            if free:
+                try:
                     result = await control.claim.claim(
-                        worker_id=self.id, queues=[queue], names=self._names, limit=slots,
-                        visibility=self.visibility,
+                        worker_id=self.id, wants=free, names=self._names, visibility=self.visibility
                     )
-                    if result.buried:
-                        self._announce_buried(result.buried)
-                    for claimed in result.claimed:
-                        self._start(control, claimed, queue)
-                    got_full_batch = got_full_batch or len(result.claimed) == slots
-                failures = 0
-            except WorkhorseError as error:
-                failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
-                log.warning("worker %s: claim failed (%s); retrying in %.1fs", self.id, error.cause, delay)
-                await self._sleep_or_wake(control, delay)
-                continue
-            if got_full_batch:
-                continue  # more may be due right now: claim again as soon as slots free up
-            if self._burst and not free:
-                await self._sleep_or_wake(control, self.poll_interval)
-                continue
-            if self._burst and self._idle():
+                    failures = 0
+                except WorkhorseError as error:
+                    failures += 1
+                    delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+                    log.warning("worker %s: claim failed (%s); retrying in %.1fs", self.id, error.cause, delay)
+                    await self._sleep_or_wake(control, delay)
+                    continue
+                if result.buried:
+                    self._announce_buried(result.buried)
+                for claimed in result.claimed:
+                    self._start(control, claimed, claimed.queue)
+                full = len(result.claimed) == sum(free.values())
+                next_due = result.next_due
+                if not self._accepting:
+                    break
+            if full:
+                continue  # more may be due right now: claim again as soon as a slot is free
+            if self._burst and free and self._idle():
                 self._begin_drain(cut_off=False)
                 break
-            if free and not self._burst:
-                await self._sleep_or_wake(control, self._poll_delay(listener))
-            else:
-                await self._sleep_or_wake(control, self.poll_interval)
+            wait = self._poll_delay(listener)
+            if free and next_due is not None:
+                wait = min(wait, max(next_due, 0.005))
+            await self._sleep_or_wake(control, wait)
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us); otherwise every poll_interval."""

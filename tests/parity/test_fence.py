@@ -19,9 +19,7 @@ def declare(app: App, attempts: int = 3, dead_letter: bool = True):  # type: ign
 
 
 async def claim(app: App, worker: str, *, limit: int = 10, visibility: float = 30.0):  # type: ignore[no-untyped-def]
-    return await app.driver.claim(
-        worker_id=worker, queues=["default"], names=["task"], limit=limit, visibility=visibility
-    )
+    return await app.driver.claim(worker_id=worker, wants={"default": limit}, names=["task"], visibility=visibility)
 
 
 async def test_claim_takes_at_most_the_free_slots_and_moves_the_fence(app: App) -> None:
@@ -37,7 +35,7 @@ async def test_claim_takes_at_most_the_free_slots_and_moves_the_fence(app: App) 
 
 async def test_claim_with_no_queues_is_refused(app: App) -> None:
     with pytest.raises(ConfigurationError) as refused:
-        await app.driver.claim(worker_id="w", queues=[], names=["task"], limit=1, visibility=1)
+        await app.driver.claim(worker_id="w", wants={}, names=["task"], visibility=1)
     assert refused.value.code == "CLAIM_QUEUES_EMPTY"
 
 
@@ -132,3 +130,51 @@ async def test_batched_settle_answers_each_in_order(app: App) -> None:
     assert await app.driver.settle(batch) == [True, False, True]
     states = [(await app.get_job(r.id)).state for r in refs]  # type: ignore[union-attr]
     assert states == ["done", "running", "dead"]
+
+
+async def test_one_claim_serves_every_queue_within_its_own_slots(app: App) -> None:
+    @app.job(name="a", queue="qa", tenant="none")
+    async def a(ctx: JobContext, payload: object) -> None:
+        return None
+
+    @app.job(name="b", queue="qb", tenant="none")
+    async def b(ctx: JobContext, payload: object) -> None:
+        return None
+
+    await a.enqueue_many([1, 2, 3])
+    await b.enqueue_many([1, 2, 3])
+    result = await app.driver.claim(worker_id="w", wants={"qa": 1, "qb": 2}, names=["a", "b"], visibility=30)
+    assert sorted(c.queue for c in result.claimed) == ["qa", "qb", "qb"]
+
+
+async def test_the_claim_says_when_the_next_delayed_job_is_due(app: App) -> None:
+    task = declare(app)
+    await task.enqueue(None, delay="90s")
+    await task.enqueue(None, delay="1h")
+    result = await claim(app, "w1")
+    assert result.claimed == []
+    assert result.next_due is not None and 85 < result.next_due <= 90
+
+
+async def test_a_short_retry_is_picked_up_without_waiting_for_a_poll(app: App) -> None:
+    import time
+
+    calls: list[float] = []
+
+    @app.job(name="quick", tenant="none", retry=Retry(attempts=3, base=0.2, jitter=False))
+    async def quick(ctx: JobContext, payload: object) -> None:
+        calls.append(time.monotonic())
+        if ctx.attempt < 3:
+            raise ValueError("again")
+
+    await quick.enqueue(None)
+    worker = app.worker(poll_interval="30s", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    for _ in range(200):
+        if len(calls) == 3:
+            break
+        await asyncio.sleep(0.02)
+    await worker.stop()
+    await task
+    assert len(calls) == 3
+    assert calls[2] - calls[0] < 3  # 0.2 s + 0.4 s of backoff, not two 30 s polls

@@ -115,7 +115,7 @@ async def test_remove_never_a_running_job(app: App) -> None:
     removed = await app.remove(waiting.id)
     assert removed.id == waiting.id
     assert await app.get_job(waiting.id) is None
-    await app.driver.claim(worker_id="w", queues=["default"], names=["task"], limit=1, visibility=30)
+    await app.driver.claim(worker_id="w", wants={"default": 1}, names=["task"], visibility=30)
     with pytest.raises(OperatorRefusedError) as refused:
         await app.remove(running.id)
     assert refused.value.code == "JOB_RUNNING"

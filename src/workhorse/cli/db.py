@@ -10,7 +10,7 @@ from workhorse.cli.main import State, json_option, pass_state
 from workhorse.cli.output import emit_json, stdout
 
 
-@click.group("db")
+@click.group("db", short_help="Start, stop or locate the embedded PostgreSQL.")
 def db() -> None:
     """Manage the embedded PostgreSQL under ./.workhorse (or WORKHORSE_HOME).
 

@@ -11,7 +11,7 @@ import click
 from workhorse.cli.main import State, pass_state
 
 
-@click.command("demo")
+@click.command("demo", short_help="A short live demonstration on the embedded database.")
 @pass_state
 @click.pass_context
 def demo(ctx: click.Context, state: State) -> None:

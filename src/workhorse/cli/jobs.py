@@ -1,4 +1,4 @@
-"""Inspecting and operating on jobs: ``ls``, ``show`` and the verbs ``cancel``, ``requeue``, ``promote``, ``rm``."""
+"""Inspecting jobs (``ls``, ``show``) and the operator verbs: ``cancel``, ``requeue``, ``promote``, ``rm``."""
 
 from __future__ import annotations
 
@@ -25,18 +25,26 @@ ERROR_WIDTH = 48
 
 
 @click.command("ls")
-@click.option("--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}.")
+@click.option(
+    "--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}."
+)
 @click.option("--queue", metavar="QUEUE", help="Only jobs on this queue.")
 @click.option("--name", metavar="NAME", help="Only jobs of this name (module.function unless named).")
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's jobs.")
 @click.option(
-    "--limit", type=int, default=DEFAULT_PAGE, show_default=True, metavar="N", help=f"Jobs per page, 1 to {MAX_PAGE}."
+    "--limit",
+    type=int,
+    default=DEFAULT_PAGE,
+    show_default=True,
+    metavar="N",
+    help=f"Jobs per page, 1 to {MAX_PAGE}.",
 )
 @click.option("--after", metavar="CURSOR", help="Start after this cursor: the `next` of the previous page.")
 @json_option
 @pass_state
 def list_jobs(
     state: State,
+    *,
     state_filter: str | None,
     queue: str | None,
     name: str | None,
@@ -65,7 +73,11 @@ def list_jobs(
         return
     console.print(jobs_table(page.jobs))
     if page.next is not None:
-        words = ["workhorse", "ls"]
+        words = ["workhorse"]
+        for option, value in (("--app", state.app_spec), ("--schema", state.schema)):
+            if value is not None:
+                words += [option, value]
+        words.append("ls")
         for option, value in filters.items():
             if value is not None:
                 words += [f"--{option}", value]
@@ -76,29 +88,31 @@ def list_jobs(
 
 
 def jobs_table(jobs: list[Job]) -> Table:
+    """One row per job. The tenant and last-error columns appear only when some job has one."""
     now = datetime.now(UTC)
+    with_tenant = any(job.tenant is not None for job in jobs)
+    with_error = any(job.last_error for job in jobs)
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=36)  # whole: ids are meant to be copied
-    table.add_column("name", overflow="fold")
-    table.add_column("queue", overflow="fold")
+    table.add_column("name", overflow="fold", min_width=12)
+    table.add_column("queue", overflow="fold", min_width=7)
     table.add_column("state", no_wrap=True)
     table.add_column("attempt", no_wrap=True, justify="right")
-    table.add_column("tenant", overflow="fold")
+    if with_tenant:
+        table.add_column("tenant", overflow="fold", min_width=6)
     table.add_column("created", no_wrap=True)
     table.add_column("run at", no_wrap=True)
-    table.add_column("last error", overflow="ellipsis")
+    if with_error:
+        table.add_column("last error", overflow="ellipsis", no_wrap=True, min_width=12)
     for job in jobs:
-        table.add_row(
-            job.id,
-            job.name,
-            job.queue,
-            state_text(job.state),
-            f"{job.attempt}/{job.max_attempts}",
-            job.tenant or Text("-", style="dim"),
-            ago(job.created_at, now),
-            _run_at(job, now),
-            Text(_error_line(job.last_error, ERROR_WIDTH), style="red"),
-        )
+        row: list[RenderableType] = [job.id, job.name, job.queue, state_text(job.state)]
+        row.append(f"{job.attempt}/{job.max_attempts}")
+        if with_tenant:
+            row.append(job.tenant or Text("-", style="dim"))
+        row += [ago(job.created_at, now), _run_at(job, now)]
+        if with_error:
+            row.append(Text(_error_line(job.last_error, ERROR_WIDTH), style="red"))
+        table.add_row(*row)
     return table
 
 
@@ -181,7 +195,11 @@ def job_panel(job: Job) -> Panel:
         grid.add_row("steps", Text("none", style="dim"))
     parts: list[RenderableType] = [grid]
     if job.last_error:
-        parts += [Text(""), Text("last error", style="bold red"), Text(_error_line(job.last_error, 2_000), style="red")]
+        parts += [
+            Text(""),
+            Text("last error", style="bold red"),
+            Text(_error_line(job.last_error, 2_000), style="red"),
+        ]
         trace = job.last_error.get("traceback")
         if trace:
             parts.append(Text(str(trace).rstrip(), style="dim"))
@@ -200,11 +218,12 @@ def _verb(
     done: str,
     act: Callable[[App, str], Awaitable[Job]],
     *,
+    short: str,
     summary: str,
     example: str,
     json_of: Callable[[Job], Any] = Job.to_dict,
 ) -> click.Command:
-    @click.command(command, help=f"{summary}\n\n\b\nExample:\n  {example}")
+    @click.command(command, help=f"{summary}\n\n\b\nExample:\n  {example}", short_help=short)
     @click.argument("job_id", metavar="ID")
     @json_option
     @pass_state
@@ -213,7 +232,9 @@ def _verb(
         if as_json:
             emit_json(json_of(job))
             return
-        stdout().print(Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state)))
+        stdout().print(
+            Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state))
+        )
 
     return operate
 
@@ -222,13 +243,15 @@ cancel = _verb(
     "cancel",
     "cancelled",
     App.cancel,
-    summary="Cancel a job that has not finished. A running job is stopped by its worker at its next heartbeat.",
+    short="Cancel a job that has not finished.",
+    summary="Cancel a job that has not finished. A running job is stopped at its next heartbeat.",
     example="workhorse cancel 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
 )
 requeue = _verb(
     "requeue",
     "requeued",
     App.requeue,
+    short="Run a finished job again.",
     summary="Run a finished job (done, failed, dead, cancelled) again, with its attempts reset.",
     example="workhorse requeue 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
 )
@@ -236,6 +259,7 @@ promote = _verb(
     "promote",
     "promoted",
     App.promote,
+    short="Make a waiting job due now.",
     summary="Make a waiting job (delayed, or backing off before a retry) due now.",
     example="workhorse promote 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
 )
@@ -243,6 +267,7 @@ remove = _verb(
     "rm",
     "removed",
     App.remove,
+    short="Delete a job that is not running.",
     summary='Delete a job that is not running. With --json, prints {"removed": JOB}.',
     example="workhorse rm 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
     json_of=lambda job: {"removed": job.to_dict()},

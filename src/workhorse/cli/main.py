@@ -32,7 +32,7 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Refusal(Exception):  # noqa: N818 - it carries a WorkhorseError, it is not one
+class Refusal(Exception):
     """A ``WorkhorseError`` with the exit code it should end the process with."""
 
     def __init__(self, error: WorkhorseError, exit_code: int) -> None:
@@ -65,7 +65,8 @@ class State:
                     code="APP_REQUIRED",
                     cause="this command runs your jobs, so it needs the App that declares them: "
                     f"no --app was given and {ENV_APP} is not set",
-                    fix=f"workhorse --app myproject.jobs:app worker   # or: export {ENV_APP}=myproject.jobs:app",
+                    fix="workhorse --app myproject.jobs:app worker   "
+                    f"# or: export {ENV_APP}=myproject.jobs:app",
                 )
             else:
                 self._app = App(self.database_url, schema=self.schema or "workhorse")
@@ -81,7 +82,8 @@ class State:
         if self.schema is not None and self.schema != app.schema:
             raise ConfigurationError(
                 code="APP_OPTION_CONFLICT",
-                cause=f"--schema {self.schema!r} was given, but the app {self.app_spec!r} uses schema {app.schema!r}",
+                cause=f"--schema {self.schema!r} was given, but the app {self.app_spec!r} uses schema "
+                f"{app.schema!r}",
                 fix=f"drop --schema (the app decides), or build the app with App(schema={self.schema!r})",
             )
         if self.database_url_given and self.database_url and app.database_url != self.database_url:
@@ -114,8 +116,7 @@ def load_app(spec: str) -> App:
         raise ConfigurationError(
             code="APP_NOT_FOUND",
             cause=f"--app {spec!r}: no module named {error.name!r} on the path (searched from {cwd})",
-            fix="run from your project's root, or check the module path: python -c 'import "
-            f"{module_name}'",
+            fix=f"run from your project's root, or check the module path: python -c 'import {module_name}'",
         ) from error
     except WorkhorseError:
         raise  # a declaration refused at import (a job without a tenant...): already says what to do

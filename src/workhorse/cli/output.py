@@ -39,7 +39,8 @@ def stdout() -> Console:
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    # soft_wrap: a refusal's `fix` is often a command to copy; never break it at the terminal width.
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(document: Any) -> None:

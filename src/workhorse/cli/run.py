@@ -31,7 +31,9 @@ _QUEUE_COUNT = re.compile(r"^\s*([^=,\s]+)\s*=\s*(\d+)\s*$")
 
 
 @click.command("migrate")
-@click.option("--sql", "print_sql", is_flag=True, help="Print the SQL for a DBA to apply by hand; apply nothing.")
+@click.option(
+    "--sql", "print_sql", is_flag=True, help="Print the SQL for a DBA to apply by hand; apply nothing."
+)
 @json_option
 @pass_state
 def migrate(state: State, print_sql: bool, as_json: bool) -> None:
@@ -55,7 +57,8 @@ def migrate(state: State, print_sql: bool, as_json: bool) -> None:
         emit_json({"applied": applied, "schema": app.schema})
     elif applied:
         versions = ", ".join(str(v) for v in applied)
-        stdout().print(f"applied migration{'s' if len(applied) > 1 else ''} {versions} to schema {app.schema}")
+        plural = "s" if len(applied) > 1 else ""
+        stdout().print(f"applied migration{plural} {versions} to schema {app.schema}")
     else:
         stdout().print(f"schema {app.schema} is up to date")
 
@@ -99,6 +102,7 @@ def migrate(state: State, print_sql: bool, as_json: bool) -> None:
 @pass_state
 def worker(
     state: State,
+    *,
     queues: str | None,
     concurrency: str,
     visibility_timeout: str,
@@ -198,7 +202,9 @@ def _exit_if_threads_stuck(runner: Worker) -> None:
     if not stuck:
         return
     logging.getLogger("workhorse.cli").warning(
-        "worker %s: %d job thread(s) still running after the drain; exiting without them", runner.id, len(stuck)
+        "worker %s: %d job thread(s) still running after the drain; exiting without them",
+        runner.id,
+        len(stuck),
     )
     logging.shutdown()
     sys.stdout.flush()
@@ -211,7 +217,9 @@ def _queues(value: str | None) -> list[str] | None:
         return None
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
-        raise click.BadParameter("expected queue names separated by commas, like emails,default", param_hint="--queues")
+        raise click.BadParameter(
+            "expected queue names separated by commas, like emails,default", param_hint="--queues"
+        )
     return names
 
 

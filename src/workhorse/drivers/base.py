@@ -8,7 +8,7 @@ Postgres, the injected clock in memory. Workers never compare their own clock wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -142,6 +142,7 @@ class Buried:
 class ClaimResult:
     claimed: list[Claimed]
     buried: list[Buried]
+    next_due: float | None = None  # seconds until the earliest delayed job of the wanted queues
 
 
 @dataclass(frozen=True)
@@ -194,16 +195,19 @@ class Driver(Protocol):
     async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         """Insert a batch in one round trip; a live duplicate key answers the live job's ref."""
 
+    def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        """``enqueue_many`` for synchronous callers, from any thread."""
+
     async def claim(
         self,
         *,
         worker_id: str,
-        queues: Sequence[str],
+        wants: Mapping[str, int],
         names: Sequence[str],
-        limit: int,
         visibility: float,
     ) -> ClaimResult:
-        """Claim up to ``limit`` due jobs (and re-claim lapsed leases, burying final attempts)."""
+        """Claim, per queue in ``wants``, up to that many jobs: lapsed leases first (burying final
+        attempts), then due jobs. One round trip for every queue."""
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
         """Renew leases; answers the ids still held. A missing id is a lost lease."""

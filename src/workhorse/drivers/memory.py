@@ -21,7 +21,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -272,32 +272,35 @@ class MemoryDriver:
         self,
         *,
         worker_id: str,
-        queues: Sequence[str],
+        wants: Mapping[str, int],
         names: Sequence[str],
-        limit: int,
         visibility: float,
     ) -> ClaimResult:
-        if not queues:
-            raise ConfigurationError(
-                code="CLAIM_QUEUES_EMPTY",
-                cause="a claim named no queues, so it could never take a job",
-                fix="app.worker(queues=['default'])  # or queues=None for every queue with a registered job",
-            )
-        if limit <= 0 or not names:
-            return ClaimResult([], [])
+        if not wants:
+            raise refusals.claim_queues_empty()
         with self._lock:
             now = self._now()
-            queue_set, name_set = set(queues), set(names)
-            mine = [r for r in self._rows.values() if r.queue in queue_set and r.name in name_set]
-            lapsed = [r for r in mine if r.state == "running" and (r.lease_expires_at or now) < now]
-            lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:limit]
-            due = [r for r in mine if r.state in ("ready", "delayed") and r.run_at <= now]
-            due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:limit]
-            picked = ([r for r in lapsed if r.attempt < r.max_attempts] + due)[:limit]
-            buried = [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
-            claimed = [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
+            name_set = set(names)
+            claimed: list[Claimed] = []
+            buried: list[Buried] = []
+            next_due: float | None = None
+            for queue, slots in wants.items():
+                mine = [r for r in self._rows.values() if r.queue == queue and r.name in name_set]
+                if slots <= 0 or not mine:
+                    continue
+                lapsed = [r for r in mine if r.state == "running" and (r.lease_expires_at or now) < now]
+                lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:slots]
+                due = [r for r in mine if r.state in ("ready", "delayed") and r.run_at <= now]
+                due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:slots]
+                picked = ([r for r in lapsed if r.attempt < r.max_attempts] + due)[:slots]
+                buried += [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
+                claimed += [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
+                later = [r.run_at for r in mine if r.state == "delayed" and r.run_at > now]
+                if later:
+                    seconds = (min(later) - now).total_seconds()
+                    next_due = seconds if next_due is None else min(next_due, seconds)
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))  # as PostgresDriver hands them out
-        return ClaimResult(claimed, buried)
+        return ClaimResult(claimed, buried, next_due)
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
         with self._lock:
@@ -359,11 +362,7 @@ class MemoryDriver:
             if after is not None:
                 cursor = self._get(after)
                 if cursor is None:
-                    raise ConfigurationError(
-                        code="PAGE_CURSOR_INVALID",
-                        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
-                        fix="start from the first page (omit the cursor), then pass each page's `next`",
-                    )
+                    raise refusals.bad_cursor(after)
                 bound = (cursor.created_at, cursor.id)
                 rows = [r for r in rows if (r.created_at, r.id) < bound]
             rows = [r for r in rows if r.matches(filters, now)]

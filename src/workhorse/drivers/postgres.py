@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, LiteralString, cast
 
@@ -353,29 +353,32 @@ class PostgresDriver:
         self,
         *,
         worker_id: str,
-        queues: Sequence[str],
+        wants: Mapping[str, int],
         names: Sequence[str],
-        limit: int,
         visibility: float,
     ) -> ClaimResult:
-        if not queues:
-            raise _empty_queues()
-        if limit <= 0 or not names:
+        if not wants:
+            raise refusals.claim_queues_empty()
+        wanted = {q: n for q, n in wants.items() if n > 0}
+        if not wanted or not names:
             return ClaimResult([], [])
         rows = await self.fetch(
             sql.CLAIM,
             {
                 "worker_id": worker_id,
-                "queues": list(queues),
+                "queues": list(wanted),
+                "slots": list(wanted.values()),
                 "names": list(names),
-                "limit": limit,
                 "visibility": visibility,
             },
         )
         claimed: list[Claimed] = []
         buried: list[Buried] = []
+        next_due: float | None = None
         for r in rows:
-            if r["buried"]:
+            if r["kind"] == "next":
+                next_due = r["next_due"] if next_due is None else min(next_due, r["next_due"])
+            elif r["kind"] == "buried":
                 buried.append(
                     Buried(
                         id=r["id"], name=r["name"], queue=r["queue"], tenant=r["tenant"], state=r["state"],
@@ -393,7 +396,7 @@ class PostgresDriver:
                 )
         # The statement does not promise an order across arms; hand jobs out in claim order.
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))
-        return ClaimResult(claimed, buried)
+        return ClaimResult(claimed, buried, next_due)
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
         if not leases:
@@ -437,7 +440,7 @@ class PostgresDriver:
 
     async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
         if after is not None and (not _is_uuid(after) or not await self.fetch(sql.CURSOR_EXISTS, {"id": after})):
-            raise _bad_cursor(after)
+            raise refusals.bad_cursor(after)
         rows = await self.fetch(
             sql.LIST_PAGE,
             {
@@ -526,22 +529,6 @@ def _bad_conn(conn: Any) -> ConfigurationError:
         code="CONN_INVALID",
         cause=f"conn= expected an open psycopg Connection or AsyncConnection, got {type(conn).__name__}",
         fix="pass the psycopg connection whose transaction the job must join: enqueue(payload, conn=conn)",
-    )
-
-
-def _empty_queues() -> ConfigurationError:
-    return ConfigurationError(
-        code="CLAIM_QUEUES_EMPTY",
-        cause="a claim named no queues, so it could never take a job",
-        fix="app.worker(queues=['default'])  # or queues=None for every queue with a registered job",
-    )
-
-
-def _bad_cursor(after: str) -> ConfigurationError:
-    return ConfigurationError(
-        code="PAGE_CURSOR_INVALID",
-        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
-        fix="start from the first page (omit the cursor), then pass each page's `next`",
     )
 
 

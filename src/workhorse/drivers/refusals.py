@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workhorse.errors import JobNotFoundError, OperatorRefusedError, WorkhorseError
+from workhorse.errors import ConfigurationError, JobNotFoundError, OperatorRefusedError, WorkhorseError
 
 
 def not_found(job_id: str) -> WorkhorseError:
@@ -47,4 +47,20 @@ def not_removable(job_id: str) -> WorkhorseError:
         code="JOB_RUNNING",
         cause=f"job {job_id} is running; a running job is never removed under its worker",
         fix=f"workhorse cancel {job_id}   # then remove it once it is cancelled",
+    )
+
+
+def claim_queues_empty() -> WorkhorseError:
+    return ConfigurationError(
+        code="CLAIM_QUEUES_EMPTY",
+        cause="a claim named no queues, so it could never take a job",
+        fix="app.worker(queues=['default'])  # or queues=None for every queue with a registered job",
+    )
+
+
+def bad_cursor(after: str) -> WorkhorseError:
+    return ConfigurationError(
+        code="PAGE_CURSOR_INVALID",
+        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
+        fix="start from the first page (omit the cursor), then pass each page's `next`",
     )

@@ -36,6 +36,11 @@ create index if not exists jobs_due_idx
     on {schema}.jobs (queue, priority desc, run_at, id)
     where state in ('ready', 'delayed');
 
+-- When is the next delayed job due? An idle worker sleeps until then instead of polling.
+create index if not exists jobs_delayed_idx
+    on {schema}.jobs (queue, run_at)
+    where state = 'delayed';
+
 -- Running rows whose lease lapsed are re-claimed (or buried) by the claim: a small partial index.
 create index if not exists jobs_running_lease_idx
     on {schema}.jobs (lease_expires_at)

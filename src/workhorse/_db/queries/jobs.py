@@ -59,39 +59,55 @@ join unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[]) as k(name,
 where j.state in ('ready', 'delayed', 'running', 'suspended')
 """
 
-# The claim. Two arms, each locking with SKIP LOCKED so concurrent claimers never wait on
-# each other:
-#   lapsed  running rows whose lease passed (their worker died). Re-claimed, spending an
-#           attempt, unless the row is already on its final attempt: then this statement
-#           buries it ('dead', or 'failed' without a dead-letter queue) and reports it.
+# The claim: every wanted queue in ONE statement, each up to its own free slots. Per queue, two
+# arms, each locking with SKIP LOCKED so concurrent claimers never wait on each other:
+#   lapsed  running rows whose lease passed (their worker died). Re-claimed first, spending an
+#           attempt, unless the row is already on its final attempt: then this statement buries
+#           it ('dead', or 'failed' without a dead-letter queue) and reports it instead.
 #   due     ready/delayed rows whose run_at passed, by priority, run_at, id (jobs_due_idx).
-# Only queues and job names this worker can run are taken: an unknown name waits for a worker
-# that knows it.
+# Only job names this worker can run are taken: an unknown name waits for a worker that knows it.
+# The last arm answers how far away the next delayed job is (jobs_delayed_idx), so an idle worker
+# sleeps until then instead of polling for it.
 CLAIM = """
-with lapsed as (
-    select id, attempt >= max_attempts as exhausted
-    from {schema}.jobs
-    where state = 'running' and lease_expires_at < now()
-      and queue = any(%(queues)s::text[]) and name = any(%(names)s::text[])
-    order by lease_expires_at
-    limit %(limit)s
-    for update skip locked
+with wanted as (
+    select w.queue, w.slots
+    from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
+), lapsed as (
+    select l.id, l.exhausted, wanted.queue,
+           row_number() over (partition by wanted.queue order by l.lease_expires_at, l.id) as ord
+    from wanted cross join lateral (
+        select j.id, j.attempt >= j.max_attempts as exhausted, j.lease_expires_at
+        from {schema}.jobs as j
+        where j.state = 'running' and j.lease_expires_at < now()
+          and j.queue = wanted.queue and j.name = any(%(names)s::text[])
+        order by j.lease_expires_at, j.id
+        limit wanted.slots
+        for update skip locked
+    ) as l
 ), due as (
-    select id
-    from {schema}.jobs
-    where state in ('ready', 'delayed') and run_at <= now()
-      and queue = any(%(queues)s::text[]) and name = any(%(names)s::text[])
-    order by priority desc, run_at, id
-    limit %(limit)s
-    for update skip locked
+    select d.id, wanted.queue,
+           row_number() over (partition by wanted.queue order by d.priority desc, d.run_at, d.id) as ord
+    from wanted cross join lateral (
+        select j.id, j.priority, j.run_at
+        from {schema}.jobs as j
+        where j.state in ('ready', 'delayed') and j.run_at <= now()
+          and j.queue = wanted.queue and j.name = any(%(names)s::text[])
+        order by j.priority desc, j.run_at, j.id
+        limit wanted.slots
+        for update skip locked
+    ) as d
 ), picked as (
-    select id from (
-        select id, 0 as arm from lapsed where not exhausted
-        union all
-        select id, 1 as arm from due
-    ) as p
-    order by arm
-    limit %(limit)s
+    select c.id
+    from (
+        select u.id, u.queue, row_number() over (partition by u.queue order by u.arm, u.ord) as nth
+        from (
+            select id, queue, 0 as arm, ord from lapsed where not exhausted
+            union all
+            select id, queue, 1 as arm, ord from due
+        ) as u
+    ) as c
+    join wanted on wanted.queue = c.queue
+    where c.nth <= wanted.slots
 ), buried as (
     update {schema}.jobs as j
     set state = case when j.dead_letter then 'dead' else 'failed' end,
@@ -115,17 +131,32 @@ with lapsed as (
     where j.id = picked.id
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
+), next_due as (
+    select extract(epoch from min(n.run_at) - now())::float8 as seconds
+    from wanted cross join lateral (
+        select j.run_at
+        from {schema}.jobs as j
+        where j.state = 'delayed' and j.run_at > now() and j.queue = wanted.queue
+          and j.name = any(%(names)s::text[])
+        order by j.run_at
+        limit 1
+    ) as n
 )
-select false as buried, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error
+select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
+       claims, priority, created_at, run_at, last_error, null::float8 as next_due
 from claimed
 union all
-select true, id::text, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error
+select 'buried', id::text, name, queue, tenant, state, payload, attempt, max_attempts,
+       claims, priority, created_at, run_at, last_error, null
 from buried
+union all
+select 'next', null, null, null, null, null, null, null, null, null, null, null, null, null, seconds
+from next_due
+where seconds is not null
 """
 
-# Renew every lease this worker holds in one statement. Rows not returned are no longer ours.
+# Renew every lease this worker holds in one statement. Rows not returned are no longer ours. A
+# lapsed lease nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run.
 HEARTBEAT = """
 update {schema}.jobs as j
 set lease_expires_at = now() + %(visibility)s * interval '1 second'
