@@ -69,19 +69,24 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def find_binaries() -> Path:
-    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``."""
+    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``.
+
+    As root, a candidate the server's unprivileged user cannot reach (a virtualenv under a 0700
+    home, say) is passed over for the next one.
+    """
+    user = _server_user()
     searched = [f"the {PGSERVER_PACKAGE!r} package"]
     spec = importlib.util.find_spec(PGSERVER_PACKAGE)  # locates the package without importing it
     for location in (spec.submodule_search_locations or []) if spec else []:
-        if _has_binaries(candidate := Path(location) / "pginstall" / "bin"):
+        if _usable(candidate := Path(location) / "pginstall" / "bin", user):
             return candidate
     searched.append("pg_ctl on PATH")
-    if (on_path := shutil.which("pg_ctl")) and _has_binaries(candidate := Path(on_path).resolve().parent):
+    if (on_path := shutil.which("pg_ctl")) and _usable(candidate := Path(on_path).resolve().parent, user):
         return candidate
     for root in SYSTEM_ROOTS:
         searched.append(f"{root}/*/bin")
         for candidate in sorted(root.glob("*/bin"), key=_major_minor, reverse=True):
-            if _has_binaries(candidate):
+            if _usable(candidate, user):
                 return candidate
     raise EmbeddedServerError(
         cause=f"no PostgreSQL server binaries ({', '.join(_BINARIES)}) found; searched {', '.join(searched)}",
@@ -151,6 +156,20 @@ def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
 
 def _major_minor(bin_dir: Path) -> list[int]:
     return [int(n) for n in re.findall(r"\d+", bin_dir.parent.name)]
+
+
+def _usable(directory: Path, user: pwd.struct_passwd | None) -> bool:
+    return _has_binaries(directory) and (user is None or _traversable(directory, user))
+
+
+def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for part in (path, *path.parents):
+        st = part.stat()
+        other_bit = stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH
+        if not st.st_mode & (stat.S_IXUSR if st.st_uid == user.pw_uid else other_bit):
+            return False
+    return True
 
 
 def _has_binaries(directory: Path) -> bool:
@@ -241,11 +260,8 @@ def _server_user() -> pwd.struct_passwd | None:
 
 def _grant_access(h: Path, bins: Path, user: pwd.struct_passwd) -> None:
     h.chmod(h.stat().st_mode | stat.S_IXOTH)
-    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
-    for path in (bins, *bins.parents, h, *h.parents):
-        st = path.stat()
-        other_bit = stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH
-        if not st.st_mode & (stat.S_IXUSR if st.st_uid == user.pw_uid else other_bit):
+    for path in (bins, h):
+        if not _traversable(path, user):
             raise EmbeddedServerError(
                 cause=f"PostgreSQL must run as {user.pw_name!r} (not root), who cannot traverse {path}",
                 fix=f"chmod o+x {path}   # or set {ENV_HOME} to a directory {user.pw_name} can reach",

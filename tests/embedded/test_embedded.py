@@ -189,9 +189,10 @@ def test_find_binaries_missing_names_both_fixes(tmp_path: Path, monkeypatch: pyt
     assert embedded.status(tmp_path / "wh")["binaries"] is None
 
 
-def test_find_binaries_prefers_highest_system_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_find_binaries_prefers_highest_system_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As root, candidates the server user cannot reach are skipped, and pytest's tmp_path is 0700.
+    tmp_path = Path(tempfile.mkdtemp(prefix="workhorse-bins-", dir="/tmp"))
+    tmp_path.chmod(0o755)
     for version in ("9.6", "15", "16"):
         bin_dir = tmp_path / version / "bin"
         bin_dir.mkdir(parents=True)
@@ -203,7 +204,10 @@ def test_find_binaries_prefers_highest_system_version(
     monkeypatch.setattr(embedded, "SYSTEM_ROOTS", (tmp_path,))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
 
-    assert embedded.find_binaries() == tmp_path / "16" / "bin"
+    try:
+        assert embedded.find_binaries() == tmp_path / "16" / "bin"
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def test_find_binaries_uses_pgserver_first() -> None:
