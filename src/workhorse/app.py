@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from workhorse.drivers.base import Driver, Job, ListFilter, Page
+from workhorse.drivers.base import Driver, Job, ListFilter, Page, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
@@ -212,6 +212,10 @@ class App:
         return Worker(self, queues=queues, concurrency=concurrency, visibility_timeout=visibility_timeout, **options)
 
     # -- inspecting and operating -------------------------------------------------------------
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Live worker processes (registry rows renewed within their visibility timeout)."""
+        return await self.driver.list_workers()
 
     async def get_job(self, job_id: str) -> Job | None:
         return await self.driver.get_job(job_id)

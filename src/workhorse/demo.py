@@ -44,6 +44,18 @@ EXPECTED: dict[str, tuple[int, str, int | None]] = {
     "send_reminder": (1, "done", None),
 }
 EXPECTED_JOBS = sum(count for count, _, _ in EXPECTED.values())
+WHAT_YOU_SAW = """[bold]what you just saw[/bold]
+  • retry with backoff: sync_crm raised ConnectionError twice; each time it was
+    retried after a growing wait, and attempt 3 succeeded.
+  • dead-letter queue: charge_card raised TerminalError, so it went straight to
+    'dead' (attempts unspent), kept for a person to inspect, requeue or remove.
+  • idempotency key and delay: the second send_welcome (same key) inserted
+    nothing; send_reminder waited 4s as 'delayed', then ran.
+
+The demo dropped its schema '{schema}'; against your own app's database:
+  workhorse ls --state dead    # the dead-letter queue
+  workhorse show <id>          # one job in full, with its last error
+(here the dead charge_card job was {dead_id})"""
 
 
 def declare(app: App) -> None:
@@ -66,7 +78,7 @@ def declare(app: App) -> None:
     def sync_crm(ctx: JobContext, p: dict[str, Any]) -> str:  # a plain `def` runs in a worker thread
         time.sleep(0.05)
         if ctx.attempt <= 2:  # the CRM is flaky today: the first two attempts time out
-            raise ConnectionError(f"crm.example.com timed out (attempt {ctx.attempt})")
+            raise ConnectionError("CRM timed out")
         return "synced"
 
     @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))  # type: ignore[arg-type]
@@ -149,13 +161,13 @@ class Watch:
             elif job.last_error and job.state in ("delayed", "ready"):
                 wait = max((job.run_at - job.updated_at).total_seconds(), 0)
                 new.append(
-                    self.note(job, "retry", job.attempt, f"retry in {wait:.2f}s: {tag} failed ({error})")
+                    self.note(job, "retry", job.attempt, f"{tag} failed ({error}); retry in {wait:.2f}s")
                 )
             elif job.last_error and job.attempt > 1:  # we polled between the failure and the re-claim
-                text = f"retried: {job.name} attempt {job.attempt - 1} failed ({error})"
+                text = f"{job.name} attempt {job.attempt - 1} failed ({error}); retried"
                 new.append(self.note(job, "retry", job.attempt - 1, text))
             if before == ("delayed", 0) and job.state != "delayed":
-                new.append(self.note(job, "due", 0, f"delayed job {job.name} became due ({job.state})"))
+                new.append(self.note(job, "due", 0, f"delayed job {job.name} became due"))
             if job.state == "done" and job.name != "send_email":
                 new.append(self.note(job, "done", job.attempt, f"done: {tag}"))
         return [line for line in new if line is not None]
@@ -164,7 +176,7 @@ class Watch:
 def live_view(jobs: list[Job], watch: Watch, stats: WorkerStats, with_log: bool) -> RenderableType:
     counts = {name: Counter(j.state for j in jobs if j.name == name) for name in NAMES}
     elapsed = time.monotonic() - watch.began
-    table = Table(title=f"workhorse demo: one worker, {elapsed:4.1f}s in", title_justify="left")
+    table = Table(title=f"workhorse demo: one worker, {elapsed:.1f}s in", title_justify="left")
     table.add_column("job")
     for state in SHOWN_STATES:
         table.add_column(state, justify="right")
@@ -208,17 +220,7 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
     )
 
     dead = next((j for j in jobs if j.state == "dead"), None)
-    console.print("[bold]what you just saw[/bold]")
-    console.print("  • retry with backoff: sync_crm raised ConnectionError twice; each time it was retried")
-    console.print("    after a growing wait, and attempt 3 succeeded.")
-    console.print("  • dead-letter queue: charge_card raised TerminalError, so it went straight to 'dead'")
-    console.print("    (attempts unspent), kept for a person to inspect, requeue or remove.")
-    console.print("  • idempotency key and delay: the second send_welcome (same key) inserted nothing;")
-    console.print("    send_reminder waited 4s as 'delayed', then ran.")
-    console.print(f"\nThe demo dropped its schema {schema!r}, so its jobs are gone. On your own app:")
-    console.print("  workhorse ls --state dead    # the dead-letter queue")
-    console.print("  workhorse show <id>          # one job in full, with its last error")
-    console.print(f"(here the dead charge_card job was {dead.id if dead else '?'})")
+    console.print(WHAT_YOU_SAW.format(schema=schema, dead_id=dead.id if dead else "?"))
 
     problems = []
     for name, (count, state, attempt) in EXPECTED.items():
@@ -258,7 +260,7 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
                 live.update(live_view(jobs, watch, worker.stats, with_log=tty), refresh=True)
                 finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
                 await asyncio.sleep(0 if finished else 0.125)
-        console.print()
+        console.print("" if tty else "\n")  # a pipe gets the final frame with no line end
         await worker.stop()
         await running  # re-raises whatever stopped the worker early
         problems = summarize(console, await all_jobs(app), worker.stats, time.monotonic() - began, schema)
@@ -278,13 +280,13 @@ def drop_schema(url: str, schema: str) -> None:
 
 def main(database_url: str | None = None, *, schema: str | None = None) -> int:
     """Run the demo; answer the process exit code (0: every job ended as expected)."""
-    console = Console()
+    console = Console(soft_wrap=True)  # long lines wrap in the terminal, not mid-word by rich
     schema = schema or f"demo_{secrets.token_hex(4)}"
     started_here = False
     try:
-        if database_url:
+        if database_url and database_url != os.environ.get(embedded.ENV_URL):
             console.print("database: the URL you passed")
-        elif os.environ.get(embedded.ENV_URL):
+        elif database_url or os.environ.get(embedded.ENV_URL):
             console.print(f"database: ${embedded.ENV_URL}")
         else:
             status = embedded.status()

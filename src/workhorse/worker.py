@@ -28,6 +28,7 @@ import math
 import os
 import random
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from workhorse._runtime.execute import Run, Verdict, execute
 from workhorse._runtime.listener import Listener
 from workhorse.context import JobContext
-from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement
+from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, WorkerInfo
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Outcome
@@ -277,6 +278,7 @@ class Worker:
         if not self.app.is_memory:
             listener = Listener(self.app.database_url, f"{self.app.schema}_jobs", self.queues, control.wake)
             listener.start()
+        await self._register(control)
         ready.set()
         log.info("worker %s: claiming from %s", self.id, ", ".join(f"{q}({n})" for q, n in self.concurrency.items()))
         tasks = [
@@ -292,6 +294,8 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
             if listener is not None:
                 await listener.stop()
+            with contextlib.suppress(WorkhorseError):
+                await control.heartbeat.deregister_worker(self.id)
             for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
                 if not self.app.is_memory:
                     await driver.close()
@@ -321,6 +325,9 @@ class Worker:
                     continue
                 if result.buried:
                     self._announce_buried(result.buried)
+                if not self._accepting:  # the drain began while this claim was in flight
+                    await self._hand_back(control, result.claimed)
+                    break
                 for claimed in result.claimed:
                     self._start(control, claimed, claimed.queue)
                 full = len(result.claimed) == sum(free.values())
@@ -336,6 +343,15 @@ class Worker:
             if free and next_due is not None:
                 wait = min(wait, max(next_due, 0.005))
             await self._sleep_or_wake(control, wait)
+
+    async def _hand_back(self, control: _Control, claimed: list[Claimed]) -> None:
+        """Return jobs claimed but never started, unspent. A miss here is harmless: the lease lapses."""
+        if not claimed:
+            return
+        with contextlib.suppress(WorkhorseError):
+            await control.settle.settle(
+                [Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed]
+            )
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us); otherwise every poll_interval."""
@@ -515,19 +531,28 @@ class Worker:
 
     # -- leases -------------------------------------------------------------------------------
 
+    async def _register(self, control: _Control) -> None:
+        info = WorkerInfo(id=self.id, host=socket.gethostname(), pid=os.getpid(), queues=list(self.queues),
+                          concurrency=dict(self.concurrency))
+        try:
+            await control.heartbeat.register_worker(info, self.visibility)
+        except WorkhorseError as error:  # the registry is for operators; never a reason not to work
+            log.warning("worker %s: could not write its registry row (%s)", self.id, error.cause)
+
     async def _heartbeat_loop(self, control: _Control) -> None:
+        """One statement per beat renews the registry row and every held lease. Busy: every third
+        of the visibility window (capped at 10 s); idle: every half, as only the registry needs it."""
         lag_probe: float | None = None
         warned_at = 0.0
         while True:
-            await asyncio.sleep(self.heartbeat_interval)
+            with self._lock:
+                busy = bool(self._held)
+            await asyncio.sleep(self.heartbeat_interval if busy else self.visibility / 2)
             with self._lock:
                 held = [h for h in self._held.values() if not h.settled]
-            if not held:
-                control.last_renewal = time.monotonic()
-                continue
             asked_at = time.monotonic()
             try:
-                kept = await control.heartbeat.heartbeat(self.id, [h.lease for h in held], self.visibility)
+                beat = await control.heartbeat.heartbeat(self.id, [h.lease for h in held], self.visibility)
                 control.last_renewal = asked_at
             except WorkhorseError as error:
                 silent_for = time.monotonic() - control.last_renewal
@@ -537,12 +562,15 @@ class Worker:
                     for h in held:
                         self._cancel_run(h, "lease lost")
                 continue
+            if not beat.registered:
+                await self._register(control)
             for h in held:
-                if h.lease.job_id not in kept and not h.settled:
+                if h.lease.job_id not in beat.held and not h.settled:
                     log.warning("worker %s: job %s (%s) is no longer ours: cancelling its body", self.id,
                                 h.lease.job_id, h.run.handle.name)
                     self._cancel_run(h, "lease lost")
-            lag_probe, warned_at = self._check_body_loop(held, lag_probe, warned_at)
+            if held:
+                lag_probe, warned_at = self._check_body_loop(held, lag_probe, warned_at)
 
     def _check_body_loop(self, held: list[_Held], probe: float | None, warned_at: float) -> tuple[float | None, float]:
         """Warn when the body loop stops answering: some async body is blocking it."""

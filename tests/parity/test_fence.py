@@ -46,8 +46,8 @@ async def test_settle_and_heartbeat_are_fenced_on_worker_and_claim(app: App) -> 
     wrong_worker = Settlement(ref.id, "w2", held.claims, "done", result="1")
     wrong_claim = Settlement(ref.id, "w1", held.claims + 1, "done", result="1")
     assert await app.driver.settle([wrong_worker, wrong_claim]) == [False, False]
-    assert await app.driver.heartbeat("w2", [Lease(ref.id, held.claims)], 30) == set()
-    assert await app.driver.heartbeat("w1", [Lease(ref.id, held.claims)], 30) == {ref.id}
+    assert (await app.driver.heartbeat("w2", [Lease(ref.id, held.claims)], 30)).held == set()
+    assert (await app.driver.heartbeat("w1", [Lease(ref.id, held.claims)], 30)).held == {ref.id}
     right = Settlement(ref.id, "w1", held.claims, "done", result='{"ok":true}')
     assert await app.driver.settle([right]) == [True]
     assert await app.driver.settle([right]) == [False]  # a second settle of the same claim misses
@@ -63,7 +63,7 @@ async def test_a_lapsed_lease_is_reclaimed_and_the_old_holder_is_fenced_out(app:
     (new,) = (await claim(app, "w2")).claimed
     assert new.id == ref.id and new.attempt == 2 and new.claims == old.claims + 1
     # the zombie's writes all miss; the new run's land
-    assert await app.driver.heartbeat("w1", [Lease(ref.id, old.claims)], 30) == set()
+    assert (await app.driver.heartbeat("w1", [Lease(ref.id, old.claims)], 30)).held == set()
     assert await app.driver.settle([Settlement(ref.id, "w1", old.claims, "done", result="1")]) == [False]
     assert await app.driver.settle([Settlement(ref.id, "w2", new.claims, "done", result="2")]) == [True]
     job = await app.get_job(ref.id)

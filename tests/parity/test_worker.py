@@ -289,8 +289,10 @@ async def test_stop_drains_a_running_job_to_its_end(app: App) -> None:
     worker = app.worker(handle_signals=False)
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
+    stopping = asyncio.create_task(worker.stop())
+    await asyncio.sleep(0)  # the drain has begun
     late = await steady.enqueue(None)  # enqueued during the drain: not claimed by this worker
-    await worker.stop()
+    await stopping
     await task
     job = await app.get_job(ref.id)
     assert job is not None and (job.state, job.result) == ("done", "finished")

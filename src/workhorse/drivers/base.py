@@ -154,6 +154,38 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Beat:
+    """What a heartbeat answers: the job ids still held, and whether the registry row was there."""
+
+    held: set[str]
+    registered: bool
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One row of the worker registry."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: dict[str, int]
+    started_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+        return {
+            "id": self.id, "host": self.host, "pid": self.pid, "queues": list(self.queues),
+            "concurrency": dict(self.concurrency), "started_at": iso(self.started_at),
+            "last_seen_at": iso(self.last_seen_at), "expires_at": iso(self.expires_at),
+        }
+
+
+@dataclass(frozen=True)
 class Settlement:
     """How one attempt ended, to be written fenced on its claim."""
 
@@ -209,8 +241,17 @@ class Driver(Protocol):
         """Claim, per queue in ``wants``, up to that many jobs: lapsed leases first (burying final
         attempts), then due jobs. One round trip for every queue."""
 
-    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
-        """Renew leases; answers the ids still held. A missing id is a lost lease."""
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
+        """Renew the worker's registry row and its leases in one round trip. A job id missing
+        from ``held`` is a lost lease; ``registered`` False means the row must be written again."""
+
+    async def register_worker(self, info: WorkerInfo, ttl: float) -> None:
+        """Write (or refresh) this worker's registry row, live for ``ttl`` seconds."""
+
+    async def deregister_worker(self, worker_id: str) -> None: ...
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Live workers (registry rows not yet expired), oldest first."""
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
         """Write attempt outcomes, each fenced on its claim; answers which landed, in order."""

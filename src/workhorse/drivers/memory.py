@@ -22,12 +22,15 @@ import re
 import threading
 import uuid
 from collections.abc import Mapping, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from workhorse._db.migrate import available
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
+    Beat,
+    WorkerInfo,
     LIVE_STATES,
     Buried,
     Claimed,
@@ -176,6 +179,7 @@ class MemoryDriver:
         self._clock = clock if clock is not None else _system_clock
         self._lock = threading.Lock()
         self._rows: dict[str, _Row] = {}
+        self._workers: dict[str, WorkerInfo] = {}
         self._migrated = False
 
     def _now(self) -> datetime:
@@ -204,7 +208,7 @@ class MemoryDriver:
 
     async def migrate(self) -> list[int]:
         with self._lock:
-            applied, self._migrated = ([] if self._migrated else [1]), True
+            applied, self._migrated = ([] if self._migrated else [m.version for m in available()]), True
             return applied
 
     async def check_schema(self) -> None:
@@ -302,16 +306,41 @@ class MemoryDriver:
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))  # as PostgresDriver hands them out
         return ClaimResult(claimed, buried, next_due)
 
-    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         with self._lock:
-            expires = self._now() + timedelta(seconds=visibility)
+            now = self._now()
+            expires = now + timedelta(seconds=visibility)
             renewed: set[str] = set()
             for lease in leases:
                 r = self._get(lease.job_id)
                 if r is not None and r.holds(worker_id, lease.claims):
                     r.lease_expires_at = expires  # updated_at untouched, as in HEARTBEAT
                     renewed.add(r.id)
-            return renewed
+            info = self._workers.get(worker_id)
+            if info is not None:
+                self._workers[worker_id] = replace(info, last_seen_at=now, expires_at=expires)
+            return Beat(held=renewed, registered=info is not None)
+
+    async def register_worker(self, info: WorkerInfo, ttl: float) -> None:
+        with self._lock:
+            now = self._now()
+            for stale in [w for w in self._workers.values() if w.expires_at and w.expires_at < now - timedelta(hours=1)]:
+                del self._workers[stale.id]
+            known = self._workers.get(info.id)
+            self._workers[info.id] = replace(
+                info, started_at=known.started_at if known else now, last_seen_at=now,
+                expires_at=now + timedelta(seconds=ttl),
+            )
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        with self._lock:
+            self._workers.pop(worker_id, None)
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        with self._lock:
+            now = self._now()
+            live = [w for w in self._workers.values() if w.expires_at is not None and w.expires_at > now]
+        return sorted(live, key=lambda w: (w.started_at or now, w.id))
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
         for s in settlements:

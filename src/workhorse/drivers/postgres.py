@@ -10,6 +10,7 @@ at this seam into ``DatabaseError``/``SchemaError``; nothing psycopg-shaped esca
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -22,8 +23,11 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
+from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
+    Beat,
+    WorkerInfo,
     Buried,
     Claimed,
     ClaimResult,
@@ -398,9 +402,7 @@ class PostgresDriver:
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))
         return ClaimResult(claimed, buried, next_due)
 
-    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> set[str]:
-        if not leases:
-            return set()
+    async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         rows = await self.fetch(
             sql.HEARTBEAT,
             {
@@ -410,7 +412,32 @@ class PostgresDriver:
                 "visibility": visibility,
             },
         )
-        return {r["id"] for r in rows}
+        return Beat(
+            held={r["id"] for r in rows if r["kind"] == "job"},
+            registered=any(r["kind"] == "worker" for r in rows),
+        )
+
+    async def register_worker(self, info: WorkerInfo, ttl: float) -> None:
+        await self.fetch(
+            worker_sql.REGISTER,
+            {
+                "id": info.id, "host": info.host, "pid": info.pid, "queues": list(info.queues),
+                "concurrency": json.dumps(info.concurrency), "ttl": ttl,
+            },
+        )
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        await self.fetch(worker_sql.DEREGISTER, {"id": worker_id})
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        rows = await self.fetch(worker_sql.LIVE)
+        return [
+            WorkerInfo(
+                id=r["id"], host=r["host"], pid=r["pid"], queues=list(r["queues"]), concurrency=r["concurrency"],
+                started_at=r["started_at"], last_seen_at=r["last_seen_at"], expires_at=r["expires_at"],
+            )
+            for r in rows
+        ]
 
     async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
         if not settlements:

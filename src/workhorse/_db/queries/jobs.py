@@ -155,14 +155,25 @@ from next_due
 where seconds is not null
 """
 
-# Renew every lease this worker holds in one statement. Rows not returned are no longer ours. A
-# lapsed lease nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run.
+# Renew the worker's registry row and every lease it holds, in ONE statement (idle or busy, a
+# worker issues one of these per beat). Job rows not returned are no longer ours. A lapsed lease
+# nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run.
 HEARTBEAT = """
-update {schema}.jobs as j
-set lease_expires_at = now() + %(visibility)s * interval '1 second'
-from unnest(%(ids)s::uuid[], %(claims)s::int[]) as h(id, claim)
-where j.id = h.id and j.claims = h.claim and j.worker_id = %(worker_id)s and j.state = 'running'
-returning j.id::text as id
+with registry as (
+    update {schema}.workers
+    set last_seen_at = now(), expires_at = now() + %(visibility)s * interval '1 second'
+    where id = %(worker_id)s
+    returning id
+), renewed as (
+    update {schema}.jobs as j
+    set lease_expires_at = now() + %(visibility)s * interval '1 second'
+    from unnest(%(ids)s::uuid[], %(claims)s::int[]) as h(id, claim)
+    where j.id = h.id and j.claims = h.claim and j.worker_id = %(worker_id)s and j.state = 'running'
+    returning j.id
+)
+select 'job' as kind, id::text as id from renewed
+union all
+select 'worker', id from registry
 """
 
 # Settle a batch of attempts in one statement, each fenced on its claim. Outcomes:
