@@ -142,7 +142,7 @@ class Buried:
 class ClaimResult:
     claimed: list[Claimed]
     buried: list[Buried]
-    next_due: float | None = None  # seconds until the earliest delayed job of the wanted queues
+    next_due: float | None = None  # seconds until a delayed job comes due or a lease could lapse
 
 
 @dataclass(frozen=True)

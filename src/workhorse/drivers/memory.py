@@ -300,6 +300,8 @@ class MemoryDriver:
                 buried += [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
                 claimed += [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
                 later = [r.run_at for r in mine if r.state == "delayed" and r.run_at > now]
+                later += [r.lease_expires_at for r in mine
+                          if r.state == "running" and r.lease_expires_at is not None and r.lease_expires_at > now]
                 if later:
                     seconds = (min(later) - now).total_seconds()
                     next_due = seconds if next_due is None else min(next_due, seconds)

@@ -66,8 +66,9 @@ where j.state in ('ready', 'delayed', 'running', 'suspended')
 #           it ('dead', or 'failed' without a dead-letter queue) and reports it instead.
 #   due     ready/delayed rows whose run_at passed, by priority, run_at, id (jobs_due_idx).
 # Only job names this worker can run are taken: an unknown name waits for a worker that knows it.
-# The last arm answers how far away the next delayed job is (jobs_delayed_idx), so an idle worker
-# sleeps until then instead of polling for it.
+# The last arm answers how far away the next event is: a delayed job coming due
+# (jobs_delayed_idx) or a running job's lease that could lapse (jobs_running_lease_idx), so a
+# worker with free slots sleeps until then instead of polling for it.
 CLAIM = """
 with wanted as (
     select w.queue, w.slots
@@ -132,14 +133,21 @@ with wanted as (
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
 ), next_due as (
-    select extract(epoch from min(n.run_at) - now())::float8 as seconds
+    select extract(epoch from min(n.at) - now())::float8 as seconds
     from wanted cross join lateral (
-        select j.run_at
-        from {schema}.jobs as j
-        where j.state = 'delayed' and j.run_at > now() and j.queue = wanted.queue
-          and j.name = any(%(names)s::text[])
-        order by j.run_at
-        limit 1
+        (select j.run_at as at
+         from {schema}.jobs as j
+         where j.state = 'delayed' and j.run_at > now() and j.queue = wanted.queue
+           and j.name = any(%(names)s::text[])
+         order by j.run_at
+         limit 1)
+        union all
+        (select j.lease_expires_at
+         from {schema}.jobs as j
+         where j.state = 'running' and j.lease_expires_at > now() and j.queue = wanted.queue
+           and j.name = any(%(names)s::text[])
+         order by j.lease_expires_at
+         limit 1)
     ) as n
 )
 select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
