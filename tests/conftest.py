@@ -41,8 +41,8 @@ async def pg_app(database_url: str, schema: str) -> AsyncIterator[App]:
 
 
 @pytest.fixture
-async def memory_app() -> AsyncIterator[App]:
-    yield App(driver="memory")
+async def memory_app() -> App:
+    return App(driver="memory")
 
 
 @pytest.fixture(params=["memory", "postgres"])

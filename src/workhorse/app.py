@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from workhorse.context import JobContext
 from workhorse.drivers.base import Driver, Job, ListFilter, Page, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
@@ -97,7 +98,7 @@ class App:
                 self._drivers[loop] = found
             return found
 
-    def sync_driver(self) -> Any:
+    def sync_driver(self) -> Driver:
         """The driver for synchronous callers (``enqueue_sync``, ``migrate_sync``)."""
         if self._memory is not None:
             return self._memory
@@ -138,7 +139,7 @@ class App:
     # -- declarations -------------------------------------------------------------------------
 
     @overload
-    def job(self, fn: Body[R], /) -> JobHandle[R]: ...
+    def job(self, fn: Callable[..., Any], /) -> JobHandle[Any]: ...
 
     @overload
     def job(
@@ -151,7 +152,7 @@ class App:
         timeout: Duration | None = None,
         priority: int = 0,
         on_settled: Callable[[Outcome], Any] | None = None,
-    ) -> Callable[[Body[R]], JobHandle[R]]: ...
+    ) -> JobDecorator: ...
 
     def job(
         self,
@@ -166,16 +167,34 @@ class App:
     ) -> Any:
         """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``."""
         if callable(name):  # bare @app.job: refused below for the missing tenant, with the job's name
-            return self._declare(name, None, queue, None, retry, timeout, priority, on_settled)
+            return self._declare(
+                name,
+                name=None,
+                queue=queue,
+                tenant=None,
+                retry=retry,
+                timeout=timeout,
+                priority=priority,
+                on_settled=on_settled,
+            )
 
-        def decorate(fn: Body[R]) -> JobHandle[R]:
-            return self._declare(fn, name, queue, tenant, retry, timeout, priority, on_settled)
-
-        return decorate
+        return JobDecorator(
+            self,
+            {
+                "name": name,
+                "queue": queue,
+                "tenant": tenant,
+                "retry": retry,
+                "timeout": timeout,
+                "priority": priority,
+                "on_settled": on_settled,
+            },
+        )
 
     def _declare(
         self,
         fn: Body[R],
+        *,
         name: str | None,
         queue: str,
         tenant: TenantOf | None,
@@ -185,8 +204,15 @@ class App:
         on_settled: Callable[[Outcome], Any] | None,
     ) -> JobHandle[R]:
         handle: JobHandle[R] = JobHandle(
-            self, fn, name=name, queue=queue, tenant=tenant, retry=retry or Retry(), timeout=timeout,
-            priority=priority, on_settled=on_settled,
+            self,
+            fn,
+            name=name,
+            queue=queue,
+            tenant=tenant,
+            retry=retry or Retry(),
+            timeout=timeout,
+            priority=priority,
+            on_settled=on_settled,
         )
         existing = self.jobs.get(handle.name)
         if existing is not None and existing.fn is not fn:
@@ -264,6 +290,23 @@ class App:
     async def remove(self, job_id: str) -> Job:
         """Delete a job that is not running."""
         return await self.driver.remove(job_id)
+
+
+class JobDecorator:
+    """What ``@app.job(...)`` answers: apply it to an ``async def`` or a plain ``def`` body."""
+
+    def __init__(self, app: App, options: dict[str, Any]) -> None:
+        self._app = app
+        self._options = options
+
+    @overload
+    def __call__(self, fn: Callable[[JobContext, Any], Coroutine[Any, Any, R]], /) -> JobHandle[R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[[JobContext, Any], R], /) -> JobHandle[R]: ...
+
+    def __call__(self, fn: Callable[[JobContext, Any], Any], /) -> JobHandle[Any]:
+        return self._app._declare(fn, **self._options)
 
 
 async def _migrate_and_close(driver: PostgresDriver) -> list[int]:

@@ -1,4 +1,4 @@
-"""``workhorse demo``: watch a real queue retry, dead-letter, dedupe and delay jobs in about ten seconds.
+"""``workhorse demo``: watch a real queue retry, dead-letter, dedupe and delay jobs in about five seconds.
 
 It uses the public API only (``App``, ``@app.job``, ``enqueue``, ``app.worker``, ``list_jobs``), in a
 fresh schema (``demo_<hex>``) that is dropped at the end, so repeated runs never see old rows. Read it
@@ -14,6 +14,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -29,7 +30,7 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import FINISHED_STATES, Job
 from workhorse.errors import TerminalError, WorkhorseError
 from workhorse.retry import Retry
-from workhorse.worker import WorkerStats
+from workhorse.worker import Worker, WorkerStats
 
 HARD_CAP = 45.0  # seconds: past this the demo stops its worker anyway and reports failure
 SHOWN_STATES = ("ready", "delayed", "running", "done", "dead")
@@ -65,12 +66,12 @@ def declare(app: App) -> None:
     cannot solve for coroutine functions yet; a plain ``def`` checks fine.)
     """
 
-    @app.job(name="send_email", queue="emails", tenant=lambda p: p["org"], retry=Retry(attempts=3))  # type: ignore[arg-type]
+    @app.job(name="send_email", queue="emails", tenant=lambda p: p["org"], retry=Retry(attempts=3))
     async def send_email(ctx: JobContext, p: dict[str, Any]) -> dict[str, str]:
         await asyncio.sleep(random.uniform(0.02, 0.08))  # a call to the mail relay
         return {"sent_to": p["to"]}
 
-    @app.job(name="send_welcome", queue="emails", tenant=lambda p: p["org"])  # type: ignore[arg-type]
+    @app.job(name="send_welcome", queue="emails", tenant=lambda p: p["org"])
     async def send_welcome(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.05)
 
@@ -81,18 +82,18 @@ def declare(app: App) -> None:
             raise ConnectionError("CRM timed out")
         return "synced"
 
-    @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))  # type: ignore[arg-type]
+    @app.job(name="charge_card", tenant=lambda p: p["org"], retry=Retry(attempts=3))
     async def charge_card(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.05)
         raise TerminalError("card declined")  # retrying cannot help: dead-letter it right away
 
-    @app.job(name="build_report", tenant="none", timeout="30s")  # type: ignore[arg-type]
+    @app.job(name="build_report", tenant="none", timeout="30s")
     async def build_report(ctx: JobContext, p: dict[str, Any]) -> dict[str, int]:
         for _ in range(30):  # ~3 s in small steps, so a drain or timeout can cancel it promptly
             await asyncio.sleep(0.1)
         return {"rows": 1234}
 
-    @app.job(name="send_reminder", queue="emails", tenant="none")  # type: ignore[arg-type]
+    @app.job(name="send_reminder", queue="emails", tenant="none")
     async def send_reminder(ctx: JobContext, p: dict[str, Any]) -> None:
         await asyncio.sleep(0.03)
 
@@ -160,9 +161,7 @@ class Watch:
                 new.append(self.note(job, "dead", job.attempt, f"DEAD-LETTERED {tag}: {error}"))
             elif job.last_error and job.state in ("delayed", "ready"):
                 wait = max((job.run_at - job.updated_at).total_seconds(), 0)
-                new.append(
-                    self.note(job, "retry", job.attempt, f"{tag} failed ({error}); retry in {wait:.2f}s")
-                )
+                new.append(self.note(job, "retry", job.attempt, f"{tag} failed ({error}); retry in {wait:.2f}s"))
             elif job.last_error and job.attempt > 1:  # we polled between the failure and the re-claim
                 text = f"{job.name} attempt {job.attempt - 1} failed ({error}); retried"
                 new.append(self.note(job, "retry", job.attempt - 1, text))
@@ -186,10 +185,10 @@ def live_view(jobs: list[Job], watch: Watch, stats: WorkerStats, with_log: bool)
     if not with_log:
         return table
     log = "\n".join(watch.events[-8:]) or "(nothing notable yet)"
-    return Group(table, Panel(log, title="notable events", title_align="left"))
+    return Group(table, Panel(log, title="notable events", title_align="left", expand=False))
 
 
-def seconds(start: Any, end: Any) -> str:
+def seconds(start: datetime | None, end: datetime | None) -> str:
     return "" if start is None or end is None else f"{(end - start).total_seconds():.2f}s"
 
 
@@ -231,6 +230,22 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
     return problems
 
 
+async def watch_until_settled(app: App, worker: Worker, running: asyncio.Task[Any], console: Console) -> bool:
+    """Redraw the live table ~8x a second until every job is final; False at the hard cap."""
+    watch, tty, finished = Watch(began=time.monotonic()), console.is_terminal, False
+    with Live(console=console, auto_refresh=False) as live:
+        while not finished and time.monotonic() - watch.began < HARD_CAP and not running.done():
+            jobs = await all_jobs(app)
+            for line in watch.observe(jobs):
+                if not tty:  # no live redraw on a pipe or file: print events as they happen
+                    console.print(line)
+            live.update(live_view(jobs, watch, worker.stats, with_log=tty), refresh=True)
+            finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
+            await asyncio.sleep(0 if finished else 0.125)
+    console.print("" if tty else "\n")  # a pipe gets the final frame with no line end
+    return finished
+
+
 async def run_demo(console: Console, url: str, schema: str) -> int:
     began = time.monotonic()
     app = App(url, schema=schema)
@@ -247,22 +262,11 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
             handle_signals=False,  # the demo owns Ctrl-C
         )
         running = asyncio.create_task(worker.run())
-        watch = Watch(began=time.monotonic())
-        jobs: list[Job] = []
-        tty = console.is_terminal
-        finished = False
-        with Live(console=console, auto_refresh=False) as live:  # redrawn ~8x a second below
-            while not finished and time.monotonic() - began < HARD_CAP and not running.done():
-                jobs = await all_jobs(app)
-                for line in watch.observe(jobs):
-                    if not tty:  # no live redraw on a pipe or file: print events as they happen
-                        console.print(line)
-                live.update(live_view(jobs, watch, worker.stats, with_log=tty), refresh=True)
-                finished = len(jobs) >= EXPECTED_JOBS and all(j.state in FINISHED_STATES for j in jobs)
-                await asyncio.sleep(0 if finished else 0.125)
-        console.print("" if tty else "\n")  # a pipe gets the final frame with no line end
-        await worker.stop()
-        await running  # re-raises whatever stopped the worker early
+        try:
+            finished = await watch_until_settled(app, worker, running, console)
+        finally:  # on Ctrl-C too: cancelling run() alone would leave the worker claiming
+            await worker.stop()
+            await running  # re-raises whatever stopped the worker early
         problems = summarize(console, await all_jobs(app), worker.stats, time.monotonic() - began, schema)
         if not finished:
             problems.insert(0, f"the jobs did not all finish within {HARD_CAP:.0f}s; the worker was stopped")
@@ -304,7 +308,7 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
         console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
         return 1
     except KeyboardInterrupt:
-        console.print("interrupted")
+        console.print("\ninterrupted: the worker was stopped; cleaning up")
         return 130
     finally:
         try:

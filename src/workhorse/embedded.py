@@ -246,7 +246,7 @@ def _server_user() -> pwd.struct_passwd | None:
     """The unprivileged account PostgreSQL runs as when we are root, which it refuses."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
-    import pwd  # noqa: PLC0415 - POSIX only, and only needed as root
+    import pwd
 
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):

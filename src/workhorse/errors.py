@@ -22,6 +22,7 @@ and a one-line ``fix`` a person can run or apply. ``to_dict()`` is what ``--json
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -94,11 +95,11 @@ class TerminalError(Exception):
         self.message = message
 
 
-class RetryAfter(Exception):  # noqa: N818 - the pinned public name reads as an instruction
+class RetryAfter(Exception):
     """Raised by a job body: retry after ``seconds`` (clamped by the policy's ``max_delay``)."""
 
     def __init__(self, seconds: float, message: str = "retry requested") -> None:
-        if not isinstance(seconds, int | float) or seconds != seconds or seconds < 0:
+        if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
             raise ConfigurationError(
                 cause=f"RetryAfter expected a finite number of seconds >= 0, got {seconds!r}",
                 fix="raise RetryAfter(30, 'rate limited')",

@@ -26,6 +26,9 @@ MAX_KEY_LENGTH = 200
 MAX_TENANT_LENGTH = 200
 
 
+OutcomeKind = Literal["completed", "dead-lettered", "dropped"]
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How a job ended, handed to its ``on_settled`` hook after the settle landed.
@@ -34,7 +37,7 @@ class Outcome:
     (failed for good with ``dead_letter=False``). Never called for a retry, a cancel or a drain.
     """
 
-    kind: Literal["completed", "dead-lettered", "dropped"]
+    kind: OutcomeKind
     job_id: str
     name: str
     attempt: int
@@ -49,8 +52,9 @@ def _name_of(fn: Callable[..., Any]) -> str:
 
 def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
     if not isinstance(value, str) or not value or len(value) > limit or "\x00" in value:
-        raise ConfigurationError(cause=f"{what} expected a non-empty string of at most {limit} characters, "
-                                 f"got {value!r}", fix=fix)
+        raise ConfigurationError(
+            cause=f"{what} expected a non-empty string of at most {limit} characters, got {value!r}", fix=fix
+        )
     return value
 
 
@@ -70,7 +74,9 @@ class JobHandle(Generic[R]):
         priority: int,
         on_settled: Callable[[Outcome], Any] | None,
     ) -> None:
-        self.name = _check_text(name if name is not None else _name_of(fn), "job name", 200, "@app.job(name='emails.send')")
+        self.name = _check_text(
+            name if name is not None else _name_of(fn), "job name", 200, "@app.job(name='emails.send')"
+        )
         self.queue = _check_text(queue, f"queue of job {self.name!r}", 200, "@app.job(queue='default')")
         if tenant is None:
             raise ConfigurationError(
@@ -126,7 +132,9 @@ class JobHandle(Generic[R]):
                 fix="make the tenant function total over every payload you enqueue",
             ) from error
         return _check_text(
-            value, f"tenant of job {self.name!r}", MAX_TENANT_LENGTH,
+            value,
+            f"tenant of job {self.name!r}",
+            MAX_TENANT_LENGTH,
             "return the tenant id as a string, e.g. tenant=lambda p: str(p['org_id'])",
         )
 
@@ -152,8 +160,9 @@ class JobHandle(Generic[R]):
                 cause=f"job {self.name!r}: run_at expected a timezone-aware datetime, got {run_at!r}",
                 fix="run_at=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)",
             )
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
-                                     or not -32768 <= priority <= 32767):
+        if priority is not None and (
+            isinstance(priority, bool) or not isinstance(priority, int) or not -32768 <= priority <= 32767
+        ):
             raise ConfigurationError(
                 cause=f"job {self.name!r}: priority expected a whole number from -32768 to 32767, got {priority!r}",
                 fix="enqueue(payload, priority=10)   # higher runs first",

@@ -37,7 +37,9 @@ def _refuse(what: str, path: str, value: Any, fix: str) -> PayloadError:
 def _check(value: Any, path: str, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise _refuse(
-            f"payload nests deeper than {MAX_DEPTH} levels", path, type(value).__name__,
+            f"payload nests deeper than {MAX_DEPTH} levels",
+            path,
+            type(value).__name__,
             "flatten the structure, or store the document elsewhere and pass its id",
         )
     if value is None or isinstance(value, bool | int):
@@ -49,7 +51,9 @@ def _check(value: Any, path: str, depth: int) -> None:
     if isinstance(value, str):
         if "\x00" in value:
             raise _refuse(
-                "a NUL character (\\u0000) cannot be stored in Postgres jsonb", path, value,
+                "a NUL character (\\u0000) cannot be stored in Postgres jsonb",
+                path,
+                value,
                 "strip it: value.replace('\\x00', '')",
             )
         return
@@ -57,7 +61,9 @@ def _check(value: Any, path: str, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise _refuse(
-                    "a JSON object key must be a string", _child(path, str(key)), key,
+                    "a JSON object key must be a string",
+                    _child(path, str(key)),
+                    key,
                     "convert the key with str() before enqueueing",
                 )
             if "\x00" in key:
@@ -69,7 +75,9 @@ def _check(value: Any, path: str, depth: int) -> None:
             _check(item, _child(path, index), depth + 1)
         return
     raise _refuse(
-        f"{type(value).__name__} is not JSON", path, value,
+        f"{type(value).__name__} is not JSON",
+        path,
+        value,
         "convert it first: datetime -> .isoformat(), Decimal -> str(), bytes -> base64 text, set -> list",
     )
 

@@ -76,7 +76,7 @@ class Decision:
 
 def decide(policy: Retry, attempt: int, error: BaseException) -> Decision:
     """Decide the fate of attempt number ``attempt`` (1-based) that raised ``error``."""
-    final = "dead" if policy.dead_letter else "failed"
+    final: Verdict = "dead" if policy.dead_letter else "failed"
     if isinstance(error, TerminalError):
         return Decision(final)
     if attempt >= policy.attempts:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -43,7 +44,7 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, WorkerInfo
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
-from workhorse.jobs import Outcome
+from workhorse.jobs import Outcome, OutcomeKind
 
 if TYPE_CHECKING:
     from workhorse.app import App
@@ -171,8 +172,9 @@ class Worker:
                         fix="name only queues the worker runs, or add it to queues=",
                     )
             default = 10
-            return {q: check(concurrency[q], f"concurrency[{q!r}]") if q in concurrency else default
-                    for q in self.queues}
+            return {
+                q: check(concurrency[q], f"concurrency[{q!r}]") if q in concurrency else default for q in self.queues
+            }
         value = check(concurrency, "concurrency")
         return dict.fromkeys(self.queues, value)
 
@@ -181,8 +183,11 @@ class Worker:
     async def run(self, *, burst: bool = False) -> WorkerStats:
         """Work until ``stop()`` or a signal (then drain); with ``burst``, until nothing is due."""
         if self._running:
-            raise ConfigurationError(code="WORKER_RUNNING", cause="this worker is already running",
-                                     fix="create a second worker with app.worker() instead")
+            raise ConfigurationError(
+                code="WORKER_RUNNING",
+                cause="this worker is already running",
+                fix="create a second worker with app.worker() instead",
+            )
         self._running = True
         self._burst = burst
         self._body_loop = asyncio.get_running_loop()
@@ -191,12 +196,20 @@ class Worker:
         pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
         self._pool = pool
         ready = threading.Event()
-        thread = threading.Thread(target=self._control_main, args=(ready,), name=f"workhorse-control-{self.id}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self._control_main, args=(ready,), name=f"workhorse-control-{self.id}", daemon=True
+        )
         installed = self._install_signals() if self.handle_signals else []
         thread.start()
         try:
-            await self._stopped.wait()
+            try:
+                await self._stopped.wait()
+            except asyncio.CancelledError:
+                # run() itself was cancelled (Ctrl-C in asyncio.run, a task group tearing down):
+                # hand every running job back now, then let the cancellation through.
+                self._begin_drain(cut_off=True)
+                await asyncio.shield(self._stopped.wait())
+                raise
         finally:
             for sig in installed:
                 self._body_loop.remove_signal_handler(sig)
@@ -229,8 +242,12 @@ class Worker:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
-        log.warning("worker %s: %s received, %s", self.id, sig.name,
-                    "draining" if self._signals == 1 else "cutting off the drain now")
+        log.warning(
+            "worker %s: %s received, %s",
+            self.id,
+            sig.name,
+            "draining" if self._signals == 1 else "cutting off the drain now",
+        )
         self._begin_drain(cut_off=self._signals > 1)
 
     def _begin_drain(self, *, cut_off: bool) -> None:
@@ -249,7 +266,7 @@ class Worker:
     def _control_main(self, ready: threading.Event) -> None:
         try:
             asyncio.run(self._control_run(ready))
-        except BaseException as error:  # noqa: BLE001 - handed to run() to re-raise on the caller's loop
+        except BaseException as error:
             self._failure = error
             log.exception("worker %s: control loop failed", self.id)
         finally:
@@ -270,8 +287,12 @@ class Worker:
     async def _control_run(self, ready: threading.Event) -> None:
         claim, settle, heartbeat = self._drivers()
         control = _Control(
-            loop=asyncio.get_running_loop(), claim=claim, settle=settle, heartbeat=heartbeat,
-            wake=asyncio.Event(), settles=asyncio.Queue(),
+            loop=asyncio.get_running_loop(),
+            claim=claim,
+            settle=settle,
+            heartbeat=heartbeat,
+            wake=asyncio.Event(),
+            settles=asyncio.Queue(),
         )
         self._control = control
         listener = None
@@ -280,7 +301,11 @@ class Worker:
             listener.start()
         await self._register(control)
         ready.set()
-        log.info("worker %s: claiming from %s", self.id, ", ".join(f"{q}({n})" for q, n in self.concurrency.items()))
+        log.info(
+            "worker %s: claiming from %s",
+            self.id,
+            ", ".join(f"{q}({n})" for q, n in self.concurrency.items()),
+        )
         tasks = [
             asyncio.create_task(self._settle_loop(control), name="settle"),
             asyncio.create_task(self._heartbeat_loop(control), name="heartbeat"),
@@ -349,9 +374,7 @@ class Worker:
         if not claimed:
             return
         with contextlib.suppress(WorkhorseError):
-            await control.settle.settle(
-                [Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed]
-            )
+            await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us); otherwise every poll_interval."""
@@ -370,13 +393,22 @@ class Worker:
     def _start(self, control: _Control, claimed: Claimed, queue: str) -> None:
         handle = self.app.jobs[claimed.name]
         ctx = JobContext(
-            id=claimed.id, name=claimed.name, queue=claimed.queue, tenant=claimed.tenant,
-            attempt=claimed.attempt, max_attempts=claimed.max_attempts, worker_id=self.id,
+            id=claimed.id,
+            name=claimed.name,
+            queue=claimed.queue,
+            tenant=claimed.tenant,
+            attempt=claimed.attempt,
+            max_attempts=claimed.max_attempts,
+            worker_id=self.id,
             logger=logging.getLogger(f"workhorse.job.{claimed.name}"),
         )
         run = Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic())
-        held = _Held(run=run, lease=Lease(claimed.id, claimed.claims), slot_queue=queue,
-                     thread_alive=not handle.is_async)
+        held = _Held(
+            run=run,
+            lease=Lease(claimed.id, claimed.claims),
+            slot_queue=queue,
+            thread_alive=not handle.is_async,
+        )
         with self._lock:
             self._held[claimed.id] = held
             self._busy[queue] += 1
@@ -385,9 +417,13 @@ class Worker:
         future = asyncio.run_coroutine_threadsafe(self._execute(held), self._body_loop)
 
         def finished(f: Any) -> None:
-            verdict = f.result() if not f.cancelled() and f.exception() is None else Verdict(None)
-            if f.exception() is not None:
+            verdict = Verdict(None)
+            if f.cancelled():
+                log.error("worker %s: the run of job %s was cancelled outside the worker", self.id, claimed.id)
+            elif f.exception() is not None:
                 log.error("worker %s: executor failed for job %s: %r", self.id, claimed.id, f.exception())
+            else:
+                verdict = f.result()
             control.loop.call_soon_threadsafe(self._body_finished, control, held, verdict)
 
         future.add_done_callback(finished)
@@ -439,9 +475,17 @@ class Worker:
 
     async def _settle_batch(self, control: _Control, batch: list[tuple[_Held, Verdict]]) -> None:
         settlements = [
-            Settlement(job_id=h.lease.job_id, worker_id=self.id, claims=h.lease.claims, outcome=v.outcome,
-                       result=v.result, error=v.error, delay=v.delay)
-            for h, v in batch if v.outcome is not None
+            Settlement(
+                job_id=h.lease.job_id,
+                worker_id=self.id,
+                claims=h.lease.claims,
+                outcome=v.outcome,
+                result=v.result,
+                error=v.error,
+                delay=v.delay,
+            )
+            for h, v in batch
+            if v.outcome is not None
         ]
         failures = 0
         while True:
@@ -451,11 +495,16 @@ class Worker:
             except WorkhorseError as error:
                 failures += 1
                 if time.monotonic() - control.last_renewal > self.visibility:
-                    log.error("worker %s: could not settle %d job(s) within a lease window (%s); leaving them "
-                              "to the next claim", self.id, len(batch), error.cause)
+                    log.error(  # noqa: TRY400 - an expected outage, reported without a traceback
+                        "worker %s: could not settle %d job(s) within a lease window (%s); leaving them "
+                        "to the next claim",
+                        self.id,
+                        len(batch),
+                        error.cause,
+                    )
                     landed = [False] * len(settlements)
                     break
-                delay = min(5.0, 0.1 * 2 ** failures) * random.uniform(0.5, 1.0)
+                delay = min(5.0, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
                 log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.id, error.cause, delay)
                 await asyncio.sleep(delay)
         for (held, verdict), ok in zip(batch, landed, strict=True):
@@ -463,9 +512,13 @@ class Worker:
             if ok:
                 self._announce(held, verdict)
             else:
-                log.warning("worker %s: settle of job %s (%s) did not land: the job is no longer ours "
-                            "(cancelled, or re-claimed after our lease lapsed)", self.id, held.lease.job_id,
-                            held.run.handle.name)
+                log.warning(
+                    "worker %s: settle of job %s (%s) did not land: the job is no longer ours "
+                    "(cancelled, or re-claimed after our lease lapsed)",
+                    self.id,
+                    held.lease.job_id,
+                    held.run.handle.name,
+                )
             self._forget(control, held)
 
     def _count(self, verdict: Verdict, landed: bool) -> None:
@@ -487,32 +540,49 @@ class Worker:
                 pass
 
     def _announce(self, held: _Held, verdict: Verdict) -> None:
-        kinds = {"done": "completed", "dead": "dead-lettered", "failed": "dropped"}
+        kinds: dict[str, OutcomeKind] = {"done": "completed", "dead": "dead-lettered", "failed": "dropped"}
         kind = kinds.get(verdict.outcome or "")
         handle = held.run.handle
         if kind is None or handle.on_settled is None:
             return
         outcome = Outcome(
-            kind=kind,  # type: ignore[arg-type]
-            job_id=held.lease.job_id, name=handle.name, attempt=held.run.claimed.attempt,
-            payload=held.run.claimed.payload, result=verdict.result_value,
-            error=None if verdict.error is None else _loads(verdict.error),
+            kind=kind,
+            job_id=held.lease.job_id,
+            name=handle.name,
+            attempt=held.run.claimed.attempt,
+            payload=held.run.claimed.payload,
+            result=verdict.result_value,
+            error=None if verdict.error is None else json.loads(verdict.error),
         )
         self._call_on_settled(handle.on_settled, outcome)
 
     def _announce_buried(self, buried: list[Buried]) -> None:
         for row in buried:
             self.stats.buried += 1
-            log.error("worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
-                      self.id, row.id, row.name, row.state, row.attempt, row.max_attempts)
+            log.error(
+                "worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
+                self.id,
+                row.id,
+                row.name,
+                row.state,
+                row.attempt,
+                row.max_attempts,
+            )
             handle = self.app.jobs.get(row.name)
             if handle is None or handle.on_settled is None:
                 continue
-            kind = "dead-lettered" if row.state == "dead" else "dropped"
-            self._call_on_settled(handle.on_settled, Outcome(
-                kind=kind, job_id=row.id, name=row.name, attempt=row.attempt,  # type: ignore[arg-type]
-                payload=row.payload, error=row.last_error,
-            ))
+            kind: OutcomeKind = "dead-lettered" if row.state == "dead" else "dropped"
+            self._call_on_settled(
+                handle.on_settled,
+                Outcome(
+                    kind=kind,
+                    job_id=row.id,
+                    name=row.name,
+                    attempt=row.attempt,
+                    payload=row.payload,
+                    error=row.last_error,
+                ),
+            )
 
     def _call_on_settled(self, hook: Any, outcome: Outcome) -> None:
         async def call() -> None:
@@ -521,10 +591,11 @@ class Worker:
                     value = hook(outcome)
                     if asyncio.iscoroutine(value):
                         await value
-                    return
                 except Exception:
                     log.exception("on_settled of %s failed (try %d of %d)", outcome.name, attempt, ON_SETTLED_TRIES)
                     await asyncio.sleep(0.05 * attempt)
+                else:
+                    return
 
         assert self._body_loop is not None
         asyncio.run_coroutine_threadsafe(call(), self._body_loop)
@@ -532,8 +603,13 @@ class Worker:
     # -- leases -------------------------------------------------------------------------------
 
     async def _register(self, control: _Control) -> None:
-        info = WorkerInfo(id=self.id, host=socket.gethostname(), pid=os.getpid(), queues=list(self.queues),
-                          concurrency=dict(self.concurrency))
+        info = WorkerInfo(
+            id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(self.queues),
+            concurrency=dict(self.concurrency),
+        )
         try:
             await control.heartbeat.register_worker(info, self.visibility)
         except WorkhorseError as error:  # the registry is for operators; never a reason not to work
@@ -556,8 +632,12 @@ class Worker:
                 control.last_renewal = asked_at
             except WorkhorseError as error:
                 silent_for = time.monotonic() - control.last_renewal
-                log.warning("worker %s: lease renewal failed (%s); no renewal landed for %.1fs", self.id,
-                            error.cause, silent_for)
+                log.warning(
+                    "worker %s: lease renewal failed (%s); no renewal landed for %.1fs",
+                    self.id,
+                    error.cause,
+                    silent_for,
+                )
                 if silent_for >= self.visibility:
                     for h in held:
                         self._cancel_run(h, "lease lost")
@@ -566,8 +646,12 @@ class Worker:
                 await self._register(control)
             for h in held:
                 if h.lease.job_id not in beat.held and not h.settled:
-                    log.warning("worker %s: job %s (%s) is no longer ours: cancelling its body", self.id,
-                                h.lease.job_id, h.run.handle.name)
+                    log.warning(
+                        "worker %s: job %s (%s) is no longer ours: cancelling its body",
+                        self.id,
+                        h.lease.job_id,
+                        h.run.handle.name,
+                    )
                     self._cancel_run(h, "lease lost")
             if held:
                 lag_probe, warned_at = self._check_body_loop(held, lag_probe, warned_at)
@@ -577,9 +661,13 @@ class Worker:
         now = time.monotonic()
         if probe is not None and now - probe > LOOP_LAG_WARNING and now - warned_at > 10:
             culprits = sorted({h.run.handle.name for h in held if h.run.handle.is_async and not h.body_done})
-            log.warning("worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
-                        "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
-                        self.id, now - probe, ", ".join(culprits) or "unknown")
+            log.warning(
+                "worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
+                "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
+                self.id,
+                now - probe,
+                ", ".join(culprits) or "unknown",
+            )
             warned_at = now
         if probe is None:
             assert self._body_loop is not None
@@ -618,13 +706,3 @@ class Worker:
             await self._sleep_or_wake(control, min(remaining, 0.25) if not cut else 0.1)
             control.wake.clear()
         log.info("worker %s: drained (%s)", self.id, self.stats.as_dict())
-
-
-def _loads(text: str) -> Any:
-    import json
-
-    return json.loads(text)
-
-
-def worker_pid() -> int:
-    return os.getpid()

@@ -62,7 +62,11 @@ def _statements() -> list[tuple[str, str]]:
     found = []
     for module in (job_sql, migration_sql):
         for name, value in vars(module).items():
-            if name.isupper() and isinstance(value, str) and re.search(r"\b(select|update|insert|delete|create)\b", value):
+            if (
+                name.isupper()
+                and isinstance(value, str)
+                and re.search(r"\b(select|update|insert|delete|create)\b", value)
+            ):
                 found.append((f"{module.__name__.rsplit('.', 1)[-1]}.{name}", value))
     return found
 

@@ -48,9 +48,7 @@ async def test_sync_connection_with_enqueue_sync(pg_app: App, database_url: str)
     assert await pg_app.get_job(kept) is not None
 
 
-async def test_concurrent_duplicate_keys_half_rolled_back_leave_exactly_one_job(
-    pg_app: App, database_url: str
-) -> None:
+async def test_concurrent_duplicate_keys_half_rolled_back_leave_exactly_one_job(pg_app: App, database_url: str) -> None:
     task = declare(pg_app)
 
     async def attempt(i: int) -> bool:

@@ -84,9 +84,7 @@ def test_ensure_started_serves_and_is_reused(home: Path) -> None:
 def test_ten_racing_processes_start_one_server(home: Path) -> None:
     code = f"from workhorse.embedded import ensure_started; print(ensure_started({str(home)!r}))"
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(10)
     ]
     results = []
@@ -217,10 +215,7 @@ def test_find_binaries_uses_pgserver_first() -> None:
 
 def test_resolve_database_url_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKHORSE_DATABASE_URL", "postgresql://env@example/db")
-    assert (
-        embedded.resolve_database_url("postgresql://arg@example/db", home=home)
-        == "postgresql://arg@example/db"
-    )
+    assert embedded.resolve_database_url("postgresql://arg@example/db", home=home) == "postgresql://arg@example/db"
     assert embedded.resolve_database_url(home=home) == "postgresql://env@example/db"
     assert not home.exists()
 

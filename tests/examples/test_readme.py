@@ -24,7 +24,5 @@ async def test_readme_example_runs(database_url: str, schema: str, monkeypatch: 
     await namespace["main"]()
     app = namespace["app"]
     page = await app.list_jobs()
-    assert [(j.state, j.result) for j in page.jobs] == [
-        ("done", {"sent_to": "ada@example.com", "attempt": 1})
-    ]
+    assert [(j.state, j.result) for j in page.jobs] == [("done", {"sent_to": "ada@example.com", "attempt": 1})]
     await app.close()

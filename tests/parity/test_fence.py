@@ -109,9 +109,16 @@ async def test_a_retry_with_a_delay_is_not_claimed_early(app: App) -> None:
     error = '{"type": "ValueError", "message": "x", "traceback": null}'
     await app.driver.settle([Settlement(ref.id, "w1", held.claims, "retry", error=error, delay=3600)])
     job = await app.get_job(ref.id)
-    assert job is not None and job.state == "delayed" and job.last_error == {
-        "type": "ValueError", "message": "x", "traceback": None,
-    }
+    assert (
+        job is not None
+        and job.state == "delayed"
+        and job.last_error
+        == {
+            "type": "ValueError",
+            "message": "x",
+            "traceback": None,
+        }
+    )
     assert (await claim(app, "w1")).claimed == []
     await app.promote(ref.id)
     assert len((await claim(app, "w1")).claimed) == 1

@@ -22,7 +22,12 @@ async def test_a_running_worker_is_listed_and_forgotten_on_stop(app: App) -> Non
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     (live,) = await app.list_workers()
-    assert (live.id, live.pid, live.queues, live.concurrency) == (worker.id, os.getpid(), ["emails"], {"emails": 3})
+    assert (live.id, live.pid, live.queues, live.concurrency) == (
+        worker.id,
+        os.getpid(),
+        ["emails"],
+        {"emails": 3},
+    )
     assert live.expires_at is not None and live.last_seen_at is not None
     assert live.to_dict()["id"] == worker.id
     await worker.stop()

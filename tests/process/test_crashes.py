@@ -2,99 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
-import psycopg
 import pytest
+from processkit import Spawn, job_state, ledger, wait_for
 
-from workhorse import App
-
-HERE = Path(__file__).parent
 pytestmark = pytest.mark.process
 
 
-@pytest.fixture
-def proc_env(database_url: str, schema: str) -> Iterator[dict[str, str]]:
-    os.environ["WORKHORSE_TEST_SCHEMA"] = schema
-    os.environ["WORKHORSE_DATABASE_URL"] = database_url
-    sys.path.insert(0, str(HERE))
-    import procapp
-
-    procapp.app.schema = schema
-    procapp.SCHEMA = schema
-    procapp.app.migrate_sync()
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(
-            f"create table {schema}.ledger (job_id uuid, attempt int, pid int, event text, "  # type: ignore[arg-type]
-            "at timestamptz default clock_timestamp())"
-        )
-    env = {**os.environ, "WORKHORSE_TEST_SCHEMA": schema, "WORKHORSE_DATABASE_URL": database_url,
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    yield env
-    sys.path.remove(str(HERE))
-
-
-Spawn = Callable[..., subprocess.Popen[bytes]]
-
-
-@pytest.fixture
-def spawn(proc_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workhorse", "--app", "procapp:app", "worker", *args],
-            env=proc_env, cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-
-
-def ledger(url: str, schema: str) -> list[tuple[str, int, int, str]]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(  # type: ignore[return-value]
-            f"select job_id::text, attempt, pid, event from {schema}.ledger order by at"  # type: ignore[arg-type]
-        ).fetchall()
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def job_state(app: App, job_id: str) -> tuple[str, int]:
-    import asyncio
-
-    async def read() -> tuple[str, int]:
-        job = await app.get_job(job_id)
-        await app.close()
-        assert job is not None
-        return job.state, job.attempt
-
-    return asyncio.run(read())
-
-
-def test_sigkill_mid_job_the_next_worker_finishes_it_on_attempt_2(
-    spawn: Spawn, database_url: str, schema: str
-) -> None:
+def test_sigkill_mid_job_the_next_worker_finishes_it_on_attempt_2(spawn: Spawn, database_url: str, schema: str) -> None:
     import procapp
 
     ref = procapp.slow_first_attempt.enqueue_sync({"sleep": 60})

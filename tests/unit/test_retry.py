@@ -13,8 +13,16 @@ from workhorse.retry import decide
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [(5, 5.0), (0.25, 0.25), ("250ms", 0.25), ("30s", 30.0), ("5m", 300.0), ("2h", 7200.0), ("1d", 86400.0),
-     (timedelta(minutes=2), 120.0)],
+    [
+        (5, 5.0),
+        (0.25, 0.25),
+        ("250ms", 0.25),
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("2h", 7200.0),
+        ("1d", 86400.0),
+        (timedelta(minutes=2), 120.0),
+    ],
 )
 def test_durations(value: object, seconds: float) -> None:
     assert to_seconds(value) == seconds  # type: ignore[arg-type]

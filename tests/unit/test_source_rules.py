@@ -30,8 +30,11 @@ def test_no_statement_reads_or_returns_a_whole_row() -> None:
         if re.search(r"\b(select|returning)\s+\*", line, re.IGNORECASE)
     ]
     for path in SRC.rglob("*.sql"):
-        offenders += [f"{path.name}:{i}" for i, line in _code_lines(path)
-                      if re.search(r"\b(select|returning)\s+\*", line, re.IGNORECASE)]
+        offenders += [
+            f"{path.name}:{i}"
+            for i, line in _code_lines(path)
+            if re.search(r"\b(select|returning)\s+\*", line, re.IGNORECASE)
+        ]
     assert offenders == []
 
 

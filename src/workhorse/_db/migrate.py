@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString
 
 import psycopg
 
@@ -28,7 +28,7 @@ class Migration:
     text: str
 
     def statement(self, schema: str) -> LiteralString:
-        return cast(LiteralString, self.text.replace("{schema}", schema))
+        return self.text.replace("{schema}", schema)
 
 
 def available() -> list[Migration]:
@@ -46,7 +46,7 @@ def latest_version() -> int:
 
 
 def _q(statement: str, schema: str) -> LiteralString:
-    return cast(LiteralString, statement.replace("{schema}", schema))
+    return statement.replace("{schema}", schema)
 
 
 def script(schema: str) -> str:

@@ -35,7 +35,11 @@ def error_json(error: BaseException) -> str:
     if len(message) > MESSAGE_LIMIT:
         message = message[:MESSAGE_LIMIT] + "..."
     return json.dumps(
-        {"type": type(error).__qualname__, "message": message.replace("\x00", ""), "traceback": text.replace("\x00", "")}
+        {
+            "type": type(error).__qualname__,
+            "message": message.replace("\x00", ""),
+            "traceback": text.replace("\x00", ""),
+        }
     )
 
 
@@ -71,19 +75,16 @@ class Run:
             self.task.cancel(reason)
 
 
-class DeadlinePassed(Exception):  # noqa: N818 - reads as what happened
+class DeadlinePassed(Exception):
     def __init__(self, name: str, seconds: float) -> None:
         super().__init__(f"job {name!r} ran past its timeout of {seconds:g}s and was cancelled")
 
 
 async def execute(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) -> Verdict:
     """Run the body and decide its verdict. Never raises (but for the loop's own CancelledError)."""
-    handle, ctx, claimed = run.handle, run.ctx, run.claimed
+    handle, ctx = run.handle, run.ctx
     try:
-        try:
-            value = await _call(run, pool, on_thread_exit)
-        finally:
-            pass
+        value = await _call(run, pool, on_thread_exit)
         if run.reasons:  # a cancel landed but the body swallowed it and returned
             return _cancelled_verdict(run)
         try:
@@ -127,12 +128,12 @@ async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) ->
     if handle.is_async:
         run.task = asyncio.current_task()
         if handle.timeout is None:
-            return await handle.fn(ctx, run.claimed.payload)  # type: ignore[misc]
-        timer = loop.call_later(handle.timeout, run.cancel, "timeout")
+            return await handle.fn(ctx, run.claimed.payload)
+        deadline = loop.call_later(handle.timeout, run.cancel, "timeout")
         try:
-            return await handle.fn(ctx, run.claimed.payload)  # type: ignore[misc]
+            return await handle.fn(ctx, run.claimed.payload)
         finally:
-            timer.cancel()
+            deadline.cancel()
     future = loop.run_in_executor(pool, handle.fn, ctx, run.claimed.payload)
     run.thread_done = future
     future.add_done_callback(lambda _f: on_thread_exit())

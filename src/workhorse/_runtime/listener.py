@@ -62,8 +62,11 @@ class Listener:
                 failures += 1
                 self.reconnects += 1
                 delay = min(30.0, 0.25 * 2 ** min(failures, 7)) * random.uniform(0.5, 1.0)
-                log.warning("listen connection lost (%s); polling meanwhile, reconnecting in %.1fs",
-                            str(error).strip() or type(error).__name__, delay)
+                log.warning(
+                    "listen connection lost (%s); polling meanwhile, reconnecting in %.1fs",
+                    str(error).strip() or type(error).__name__,
+                    delay,
+                )
                 self.wake.set()  # a notify may have been missed while we were down
                 await asyncio.sleep(delay)
             else:

@@ -16,7 +16,16 @@ from typing import Any, Literal, Protocol, runtime_checkable
 JobState = Literal["ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"]
 LIVE_STATES: frozenset[str] = frozenset({"ready", "delayed", "running", "suspended"})
 FINISHED_STATES: frozenset[str] = frozenset({"done", "failed", "dead", "cancelled"})
-ALL_STATES: tuple[str, ...] = ("ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled")
+ALL_STATES: tuple[str, ...] = (
+    "ready",
+    "delayed",
+    "running",
+    "suspended",
+    "done",
+    "failed",
+    "dead",
+    "cancelled",
+)
 
 Outcome = Literal["done", "retry", "interrupted", "dead", "failed"]
 
@@ -179,9 +188,14 @@ class WorkerInfo:
             return None if value is None else value.isoformat().replace("+00:00", "Z")
 
         return {
-            "id": self.id, "host": self.host, "pid": self.pid, "queues": list(self.queues),
-            "concurrency": dict(self.concurrency), "started_at": iso(self.started_at),
-            "last_seen_at": iso(self.last_seen_at), "expires_at": iso(self.expires_at),
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "queues": list(self.queues),
+            "concurrency": dict(self.concurrency),
+            "started_at": iso(self.started_at),
+            "last_seen_at": iso(self.last_seen_at),
+            "expires_at": iso(self.expires_at),
         }
 
 

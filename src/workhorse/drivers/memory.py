@@ -21,7 +21,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Mapping, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,9 +29,8 @@ from typing import Any
 from workhorse._db.migrate import available
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
-    Beat,
-    WorkerInfo,
     LIVE_STATES,
+    Beat,
     Buried,
     Claimed,
     ClaimResult,
@@ -42,6 +41,7 @@ from workhorse.drivers.base import (
     NewJob,
     Page,
     Settlement,
+    WorkerInfo,
 )
 from workhorse.errors import ConfigurationError, PayloadError
 
@@ -300,8 +300,11 @@ class MemoryDriver:
                 buried += [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
                 claimed += [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
                 later = [r.run_at for r in mine if r.state == "delayed" and r.run_at > now]
-                later += [r.lease_expires_at for r in mine
-                          if r.state == "running" and r.lease_expires_at is not None and r.lease_expires_at > now]
+                later += [
+                    r.lease_expires_at
+                    for r in mine
+                    if r.state == "running" and r.lease_expires_at is not None and r.lease_expires_at > now
+                ]
                 if later:
                     seconds = (min(later) - now).total_seconds()
                     next_due = seconds if next_due is None else min(next_due, seconds)
@@ -326,11 +329,15 @@ class MemoryDriver:
     async def register_worker(self, info: WorkerInfo, ttl: float) -> None:
         with self._lock:
             now = self._now()
-            for stale in [w for w in self._workers.values() if w.expires_at and w.expires_at < now - timedelta(hours=1)]:
+            for stale in [
+                w for w in self._workers.values() if w.expires_at and w.expires_at < now - timedelta(hours=1)
+            ]:
                 del self._workers[stale.id]
             known = self._workers.get(info.id)
             self._workers[info.id] = replace(
-                info, started_at=known.started_at if known else now, last_seen_at=now,
+                info,
+                started_at=known.started_at if known else now,
+                last_seen_at=now,
                 expires_at=now + timedelta(seconds=ttl),
             )
 

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString
 
 import psycopg
 import psycopg.errors
@@ -27,7 +27,6 @@ from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
     Beat,
-    WorkerInfo,
     Buried,
     Claimed,
     ClaimResult,
@@ -38,6 +37,7 @@ from workhorse.drivers.base import (
     NewJob,
     Page,
     Settlement,
+    WorkerInfo,
 )
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
@@ -64,7 +64,7 @@ def translate(error: psycopg.Error) -> WorkhorseError:
         return DatabaseError(
             code="DATABASE_UNAVAILABLE",
             cause=f"PostgreSQL could not be reached or refused the connection: {error}".strip(),
-            fix="check the server is up and WORKHORSE_DATABASE_URL is right: psql \"$WORKHORSE_DATABASE_URL\"",
+            fix='check the server is up and WORKHORSE_DATABASE_URL is right: psql "$WORKHORSE_DATABASE_URL"',
         )
     return DatabaseError(
         cause=f"PostgreSQL refused a statement ({type(error).__name__}): {error}".strip(),
@@ -206,7 +206,7 @@ class PostgresDriver:
         """A named statement with the schema filled in (cached)."""
         cached = self._statements.get(statement)
         if cached is None:
-            cached = cast(LiteralString, statement.replace("{schema}", self.schema))
+            cached = statement.replace("{schema}", self.schema)
             self._statements[statement] = cached
         return cached
 
@@ -385,17 +385,31 @@ class PostgresDriver:
             elif r["kind"] == "buried":
                 buried.append(
                     Buried(
-                        id=r["id"], name=r["name"], queue=r["queue"], tenant=r["tenant"], state=r["state"],
-                        payload=r["payload"], attempt=r["attempt"], max_attempts=r["max_attempts"],
+                        id=r["id"],
+                        name=r["name"],
+                        queue=r["queue"],
+                        tenant=r["tenant"],
+                        state=r["state"],
+                        payload=r["payload"],
+                        attempt=r["attempt"],
+                        max_attempts=r["max_attempts"],
                         last_error=r["last_error"],
                     )
                 )
             else:
                 claimed.append(
                     Claimed(
-                        id=r["id"], name=r["name"], queue=r["queue"], tenant=r["tenant"], payload=r["payload"],
-                        attempt=r["attempt"], max_attempts=r["max_attempts"], claims=r["claims"],
-                        priority=r["priority"], created_at=r["created_at"], run_at=r["run_at"],
+                        id=r["id"],
+                        name=r["name"],
+                        queue=r["queue"],
+                        tenant=r["tenant"],
+                        payload=r["payload"],
+                        attempt=r["attempt"],
+                        max_attempts=r["max_attempts"],
+                        claims=r["claims"],
+                        priority=r["priority"],
+                        created_at=r["created_at"],
+                        run_at=r["run_at"],
                     )
                 )
         # The statement does not promise an order across arms; hand jobs out in claim order.
@@ -421,8 +435,12 @@ class PostgresDriver:
         await self.fetch(
             worker_sql.REGISTER,
             {
-                "id": info.id, "host": info.host, "pid": info.pid, "queues": list(info.queues),
-                "concurrency": json.dumps(info.concurrency), "ttl": ttl,
+                "id": info.id,
+                "host": info.host,
+                "pid": info.pid,
+                "queues": list(info.queues),
+                "concurrency": json.dumps(info.concurrency),
+                "ttl": ttl,
             },
         )
 
@@ -433,8 +451,14 @@ class PostgresDriver:
         rows = await self.fetch(worker_sql.LIVE)
         return [
             WorkerInfo(
-                id=r["id"], host=r["host"], pid=r["pid"], queues=list(r["queues"]), concurrency=r["concurrency"],
-                started_at=r["started_at"], last_seen_at=r["last_seen_at"], expires_at=r["expires_at"],
+                id=r["id"],
+                host=r["host"],
+                pid=r["pid"],
+                queues=list(r["queues"]),
+                concurrency=r["concurrency"],
+                started_at=r["started_at"],
+                last_seen_at=r["last_seen_at"],
+                expires_at=r["expires_at"],
             )
             for r in rows
         ]
@@ -508,7 +532,8 @@ class PostgresDriver:
         except DatabaseError as error:
             if isinstance(error.__cause__, psycopg.errors.UniqueViolation):
                 job = await self.get_job(job_id)
-                assert job is not None and job.key is not None
+                assert job is not None
+                assert job.key is not None
                 holder = await self._live_holder(job)
                 raise refusals.key_held(job_id, job.key, holder) from None
             raise

@@ -1,0 +1,59 @@
+"""Fixtures for tests that run real `workhorse worker` subprocesses against procapp.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from processkit import HERE, Spawn
+
+
+@pytest.fixture
+def proc_env(database_url: str, schema: str) -> dict[str, str]:
+    os.environ["WORKHORSE_TEST_SCHEMA"] = schema
+    os.environ["WORKHORSE_DATABASE_URL"] = database_url
+    import procapp
+
+    procapp.app.schema = schema
+    procapp.SCHEMA = schema
+    procapp.app.migrate_sync()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            f"create table {schema}.ledger (job_id uuid, attempt int, pid int, event text, "  # type: ignore[arg-type]
+            "at timestamptz default clock_timestamp())"
+        )
+    return {
+        **os.environ,
+        "WORKHORSE_TEST_SCHEMA": schema,
+        "WORKHORSE_DATABASE_URL": database_url,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
+@pytest.fixture
+def spawn(proc_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> subprocess.Popen[bytes]:
+        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workhorse", "--app", "procapp:app", "worker", *args],
+            env=proc_env,
+            cwd=HERE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
