@@ -11,7 +11,7 @@ from workhorse.errors import ConfigurationError
 Duration = int | float | timedelta | str
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")  # no unit: seconds
 
 
 def to_seconds(value: Duration, *, what: str = "duration", allow_zero: bool = True) -> float:
@@ -25,7 +25,7 @@ def to_seconds(value: Duration, *, what: str = "duration", allow_zero: bool = Tr
         seconds = value.total_seconds()
     elif isinstance(value, str):
         match = _PATTERN.match(value)
-        seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else math.nan
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"] if match else math.nan
     else:
         seconds = math.nan
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("workhorse.worker")
 
 ON_SETTLED_TRIES = 3
+BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
+IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
 LOOP_LAG_WARNING = 1.0  # seconds the body loop may be unresponsive before we name the culprit
 
 
@@ -344,6 +346,10 @@ class Worker:
                     failures = 0
                 except WorkhorseError as error:
                     failures += 1
+                    if self._burst and failures >= BURST_CLAIM_FAILURES:
+                        self._failure = error  # a burst run is a batch job: fail it, do not spin
+                        self._begin_drain(cut_off=False)
+                        break
                     delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
                     log.warning("worker %s: claim failed (%s); retrying in %.1fs", self.id, error.cause, delay)
                     await self._sleep_or_wake(control, delay)
@@ -377,9 +383,10 @@ class Worker:
             await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
 
     def _poll_delay(self, listener: Listener | None) -> float:
-        """Poll rarely while LISTEN is healthy (a notify wakes us); otherwise every poll_interval."""
+        """Poll rarely while LISTEN is healthy (a notify wakes us, and the claim itself says when
+        the next delayed job or lease comes due); otherwise every ``poll_interval``."""
         if listener is not None and listener.healthy:
-            return max(self.poll_interval, 15.0)
+            return max(self.poll_interval, IDLE_POLL)
         return self.poll_interval
 
     def _idle(self) -> bool:

@@ -7,6 +7,7 @@ It reads its database and schema from the environment the test sets, the way a r
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from workhorse import App, JobContext
@@ -22,3 +23,9 @@ async def add(ctx: JobContext, payload: dict[str, Any]) -> int:
 @app.job(name="cli.shout", queue="loud", tenant="none")
 def shout(ctx: JobContext, payload: dict[str, Any]) -> str:
     return str(payload["text"]).upper()
+
+
+@app.job(name="cli.stuck", queue="stuck", tenant="none")
+def stuck(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """A plain ``def`` body that ignores ``ctx.cancelled``: no drain can stop its thread."""
+    time.sleep(float(payload["seconds"]))

@@ -20,7 +20,7 @@ def db() -> None:
     """
 
 
-@db.command("start")
+@db.command("start", short_help="Start the embedded server; print its URL.")
 @json_option
 def start(as_json: bool) -> None:
     """Start the embedded server (initialising it on first use) and print its URL.
@@ -36,7 +36,7 @@ def start(as_json: bool) -> None:
         click.echo(url)
 
 
-@db.command("stop")
+@db.command("stop", short_help="Stop the embedded server (data kept).")
 @json_option
 def stop(as_json: bool) -> None:
     """Stop the embedded server; its data is kept for the next start.
@@ -53,7 +53,7 @@ def stop(as_json: bool) -> None:
         click.echo(f"stopped the server in {home}" if stopped else f"no server was running in {home}")
 
 
-@db.command("url")
+@db.command("url", short_help="Print the database URL in use.")
 @json_option
 @pass_state
 def url(state: State, as_json: bool) -> None:
@@ -70,7 +70,7 @@ def url(state: State, as_json: bool) -> None:
         click.echo(resolved)
 
 
-@db.command("status")
+@db.command("status", short_help="Where the embedded server lives; whether it runs.")
 @json_option
 def status(as_json: bool) -> None:
     """Show where the embedded server lives, whether it runs, and its URL.

@@ -15,9 +15,10 @@ from workhorse.cli.main import State, pass_state
 @pass_state
 @click.pass_context
 def demo(ctx: click.Context, state: State) -> None:
-    """Enqueue and run a few jobs live: retries, a dead letter, the operator verbs.
+    """Watch a real queue retry, dead-letter, dedupe and delay jobs, in about five seconds.
 
-    Uses the embedded database unless --database-url or WORKHORSE_DATABASE_URL names one.
+    Runs in a fresh schema that is dropped at the end. Uses the embedded database unless
+    --database-url or WORKHORSE_DATABASE_URL names one.
 
     \b
     Example:

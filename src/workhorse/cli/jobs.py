@@ -25,9 +25,7 @@ ERROR_WIDTH = 48
 
 
 @click.command("ls")
-@click.option(
-    "--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}."
-)
+@click.option("--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}.")
 @click.option("--queue", metavar="QUEUE", help="Only jobs on this queue.")
 @click.option("--name", metavar="NAME", help="Only jobs of this name (module.function unless named).")
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's jobs.")
@@ -89,7 +87,7 @@ def list_jobs(
 
 def jobs_table(jobs: list[Job]) -> Table:
     """One row per job. The tenant and last-error columns appear only when some job has one."""
-    now = datetime.now(UTC)
+    now = datetime.now(UTC)  # clock-ok: relative times for display only
     with_tenant = any(job.tenant is not None for job in jobs)
     with_error = any(job.last_error for job in jobs)
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -156,7 +154,7 @@ def show_job(state: State, job_id: str, as_json: bool) -> None:
 
 
 def job_panel(job: Job) -> Panel:
-    now = datetime.now(UTC)
+    now = datetime.now(UTC)  # clock-ok: relative times for display only
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -232,9 +230,7 @@ def _verb(
         if as_json:
             emit_json(json_of(job))
             return
-        stdout().print(
-            Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state))
-        )
+        stdout().print(Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state)))
 
     return operate
 

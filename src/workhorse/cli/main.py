@@ -65,8 +65,7 @@ class State:
                     code="APP_REQUIRED",
                     cause="this command runs your jobs, so it needs the App that declares them: "
                     f"no --app was given and {ENV_APP} is not set",
-                    fix="workhorse --app myproject.jobs:app worker   "
-                    f"# or: export {ENV_APP}=myproject.jobs:app",
+                    fix=f"workhorse --app myproject.jobs:app worker   # or: export {ENV_APP}=myproject.jobs:app",
                 )
             else:
                 self._app = App(self.database_url, schema=self.schema or "workhorse")
@@ -82,8 +81,7 @@ class State:
         if self.schema is not None and self.schema != app.schema:
             raise ConfigurationError(
                 code="APP_OPTION_CONFLICT",
-                cause=f"--schema {self.schema!r} was given, but the app {self.app_spec!r} uses schema "
-                f"{app.schema!r}",
+                cause=f"--schema {self.schema!r} was given, but the app {self.app_spec!r} uses schema {app.schema!r}",
                 fix=f"drop --schema (the app decides), or build the app with App(schema={self.schema!r})",
             )
         if self.database_url_given and self.database_url and app.database_url != self.database_url:

@@ -75,7 +75,7 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
     """``3m ago`` for the past, ``in 5m`` for the future, ``now`` within a second."""
     if when is None:
         return "-"
-    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    delta = (when - (now or datetime.now(UTC))).total_seconds()  # clock-ok: display only
     if abs(delta) < 1:
         return "now"
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"

@@ -31,9 +31,7 @@ _QUEUE_COUNT = re.compile(r"^\s*([^=,\s]+)\s*=\s*(\d+)\s*$")
 
 
 @click.command("migrate")
-@click.option(
-    "--sql", "print_sql", is_flag=True, help="Print the SQL for a DBA to apply by hand; apply nothing."
-)
+@click.option("--sql", "print_sql", is_flag=True, help="Print the SQL for a DBA to apply by hand; apply nothing.")
 @json_option
 @pass_state
 def migrate(state: State, print_sql: bool, as_json: bool) -> None:
@@ -115,6 +113,7 @@ def worker(
 
     Needs --app (or WORKHORSE_APP): the module where your jobs are declared. Logs go to stderr.
     A second signal cuts the drain short. Durations read like 30s, 500ms, 5m or plain seconds.
+    Exits 0 after a clean drain, 2 when refused before starting, 1 when the worker failed.
 
     \b
     Examples:
@@ -217,9 +216,7 @@ def _queues(value: str | None) -> list[str] | None:
         return None
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
-        raise click.BadParameter(
-            "expected queue names separated by commas, like emails,default", param_hint="--queues"
-        )
+        raise click.BadParameter("expected queue names separated by commas, like emails,default", param_hint="--queues")
     return names
 
 

@@ -1,0 +1,869 @@
+"""workhorse benchmark: every figure beside a raw-SQL baseline measured in the same run, same database.
+
+    make bench                       # full sizes
+    .venv/bin/python bench/run.py --quick
+    .venv/bin/python bench/run.py --only W2,W3
+
+Prints ONE JSON document on stdout and a readable table on stderr. The database is
+``WORKHORSE_DATABASE_URL``, else the embedded server. Everything is created fresh and dropped at the
+end: schemas ``bench_wh_<hex>`` (workhorse, migrated) and ``bench_raw_<hex>`` (a minimal jobs table,
+see ``raw.py``), and for W4 a whole database ``workhorse_bench_idle_<hex>``.
+
+Workloads (each beside its baseline):
+
+W1   ``await job.enqueue(p)`` x N, sequential        vs  N single-row INSERTs, one async connection
+W1b  ``await job.enqueue_many(ps)``, one call         vs  COPY of the same N rows
+W2   one worker process drains N no-op jobs (burst)  vs  one process: claim 100/statement + one ack/batch
+W3   enqueue->start latency, one job every 20 ms     vs  INSERT+pg_notify, a raw LISTEN loop claiming
+W4   statements per idle minute of `workhorse worker` (pg_stat_database xact deltas) vs the peer figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import math
+import os
+import platform
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import raw
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+from rich.console import Console
+from rich.table import Table
+
+from workhorse import App
+from workhorse.cli.output import redact
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+# The issue's targets, as ratios to the baseline measured in the same run (W4: an absolute figure).
+TARGETS: dict[str, dict[str, Any]] = {
+    "W1": {"min_ratio": 0.85},
+    "W1b": {"min_ratio": 0.5},
+    "W2": {"min_ratio": 0.22},
+    "W3": {"p50_max_ratio": 1.5, "p99_max_ratio": 2.0},
+    "W4": {"max_statements_per_min": 12},
+}
+# Peer reference: constants quoted from the issue, NOT measured here (pgqueuer 1.6, same class of machine).
+PEER: dict[str, Any] = {
+    "name": "pgqueuer 1.6",
+    "source": "constants from the issue (same class of machine); not measured by this run",
+    "W1": {"ratio": 0.67},
+    "W1b": {"ratio": 0.23},
+    "W2": {"jobs_per_s": 8000, "ratio": 0.11},
+    "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
+    "W4": {"statements_per_min": 14},
+}
+WORKLOADS = ("W1", "W1b", "W2", "W3", "W4")
+WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
+PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
+STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
+W4_REGISTER_MARGIN = 2.0  # W4: a backend may hold its startup stats up to 10 s after its last burst
+
+
+@dataclass(frozen=True)
+class Sizes:
+    enqueue: int
+    enqueue_many: int
+    drain: int
+    latency_seconds: float
+    warmup_seconds: float
+    idle_seconds: float
+    settle_seconds: float
+
+
+FULL = Sizes(10_000, 10_000, 20_000, 10.0, 2.0, 60.0, 10.0)
+QUICK = Sizes(2_000, 2_000, 4_000, 3.0, 2.0, 20.0, 10.0)
+
+
+def small(i: int) -> dict[str, Any]:
+    """The small payload of W1/W1b/W2."""
+    return {"n": i, "to": "user@example.com"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The same server and credentials, another database."""
+    if url.startswith(("postgres://", "postgresql://")):
+        return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+    return make_conninfo(url, dbname=dbname)
+
+
+def log(console: Console, message: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}", highlight=False)
+
+
+@dataclass
+class Bench:
+    url: str
+    wh: str
+    raw: str
+    sizes: Sizes
+    admin: psycopg.AsyncConnection[Any]
+    logs: Path
+    console: Console
+    app: Any = None
+    jobs: Any = None  # the benchapp module
+    procs: list[asyncio.subprocess.Process] = field(default_factory=list)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+        return {
+            **os.environ,
+            "WORKHORSE_BENCH_URL": self.url,
+            "WORKHORSE_BENCH_SCHEMA": self.wh,
+            "PYTHONPATH": path,
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
+
+    async def scalar(self, query: Any, params: Any = None) -> Any:
+        cur = await self.admin.execute(query, params)  # type: ignore[arg-type]
+        row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def run(self, query: Any, params: Any = None) -> None:
+        await self.admin.execute(query, params)  # type: ignore[arg-type]
+
+    async def truncate(self, *schemas: str) -> None:
+        """Empty the jobs table of the given schemas (default: both)."""
+        await self.run(f"truncate {', '.join(f'{s}.jobs' for s in schemas or (self.wh, self.raw))}")
+
+    async def spawn(self, name: str, *args: str, env: dict[str, str], pipe_stdout: bool) -> asyncio.subprocess.Process:
+        """A subprocess whose stderr (and stdout unless piped) goes to a log file under ``self.logs``."""
+        with (self.logs / f"{name}.log").open("ab") as logfile:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *args,
+                env=env,
+                cwd=HERE,
+                stdout=subprocess.PIPE if pipe_stdout else logfile,
+                stderr=logfile,
+            )
+        self.procs.append(proc)
+        return proc
+
+    async def json_of(self, proc: asyncio.subprocess.Process, name: str, within: float) -> dict[str, Any]:
+        """Wait for a subprocess that prints one JSON line last; fail loudly with its log otherwise."""
+        assert proc.stdout is not None
+        try:
+            out = await asyncio.wait_for(proc.stdout.read(), within)
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            raise RuntimeError(f"{name} did not finish within {within:.0f}s; see {self.logs / name}.log") from None
+        lines = [line for line in out.decode().splitlines() if line.strip()]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"{name} exited {proc.returncode}; see {self.logs / name}.log")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    async def stop(self, proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM, within: float = 30) -> None:
+        if proc.returncode is None:
+            proc.send_signal(sig)
+            try:
+                await asyncio.wait_for(proc.wait(), within)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+    async def wait_until(self, query: str, want: int, within: float, what: str) -> None:
+        deadline = time.monotonic() + within
+        while True:
+            got = await self.scalar(query)
+            if got is not None and got >= want:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out after {within:.0f}s waiting for {what} ({got} of {want})")
+            await asyncio.sleep(0.05)
+
+
+async def timed(n: int, call: Callable[[int], Awaitable[Any]]) -> float:
+    started = time.perf_counter()
+    for i in range(n):
+        await call(i)
+    return time.perf_counter() - started
+
+
+def throughput(n: int, seconds: float) -> dict[str, Any]:
+    return {"jobs": n, "seconds": round(seconds, 4), "jobs_per_s": round(n / seconds, 1)}
+
+
+def ratio_check(wl: str, wh: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    ratio = wh["jobs_per_s"] / base["jobs_per_s"]
+    target = TARGETS[wl]["min_ratio"]
+    return {"ratio": round(ratio, 3), "target": f">= {target}x baseline", "pass": ratio >= target}
+
+
+# -- W1, W1b: enqueue ---------------------------------------------------------------------------
+
+
+async def w1(b: Bench) -> dict[str, Any]:
+    n = b.sizes.enqueue
+    noop = b.jobs.noop
+    async with await psycopg.AsyncConnection.connect(b.url, autocommit=True) as conn:
+        insert = raw.insert_one(b.raw)
+
+        async def one(i: int) -> None:
+            cur = await conn.execute(insert, (raw.QUEUE, Jsonb(small(i))))  # type: ignore[arg-type]
+            await cur.fetchone()
+
+        await timed(WARMUP_CALLS, one)
+        await b.truncate(b.raw)
+        base = throughput(n, await timed(n, one))
+    await timed(WARMUP_CALLS, lambda i: noop.enqueue(small(i)))
+    await b.truncate(b.wh)
+    wh = throughput(n, await timed(n, lambda i: noop.enqueue(small(i))))
+    assert await b.scalar(f"select count(*) from {b.wh}.jobs") == n
+    assert await b.scalar(f"select count(*) from {b.raw}.jobs") == n
+    base["what"] = f"{n:,} single-row INSERT ... RETURNING id, one async psycopg connection, autocommit"
+    return {
+        "title": "single enqueue",
+        "unit": "jobs/s",
+        "workhorse": wh,
+        "baseline": base,
+        **ratio_check("W1", wh, base),
+        "peer": PEER["W1"],
+    }
+
+
+async def copy_rows(b: Bench, conn: psycopg.AsyncConnection[Any], payloads: list[dict[str, Any]]) -> None:
+    async with conn.cursor() as cur, cur.copy(raw.copy_in(b.raw)) as copy:  # type: ignore[arg-type]
+        for p in payloads:
+            await copy.write_row((raw.QUEUE, Jsonb(p)))
+
+
+async def w1b(b: Bench) -> dict[str, Any]:
+    n = b.sizes.enqueue_many
+    noop = b.jobs.noop
+    payloads = [small(i) for i in range(n)]
+    async with await psycopg.AsyncConnection.connect(b.url, autocommit=True) as conn:
+        await copy_rows(b, conn, payloads[:WARMUP_CALLS])
+        await b.truncate(b.raw)
+        started = time.perf_counter()
+        await copy_rows(b, conn, payloads)
+        base = throughput(n, time.perf_counter() - started)
+    await noop.enqueue_many(payloads[:WARMUP_CALLS])
+    await b.truncate(b.wh)
+    started = time.perf_counter()
+    refs = await noop.enqueue_many(payloads)
+    wh = throughput(n, time.perf_counter() - started)
+    assert len(refs) == n
+    assert await b.scalar(f"select count(*) from {b.wh}.jobs") == n
+    assert await b.scalar(f"select count(*) from {b.raw}.jobs") == n
+    base["what"] = f"COPY of the same {n:,} rows"
+    return {
+        "title": "enqueue_many, one call",
+        "unit": "jobs/s",
+        "workhorse": wh,
+        "baseline": base,
+        **ratio_check("W1b", wh, base),
+        "peer": PEER["W1b"],
+    }
+
+
+# -- W2: drain ----------------------------------------------------------------------------------
+
+
+async def w2(b: Bench) -> dict[str, Any]:
+    n = b.sizes.drain
+    noop = b.jobs.noop
+    await b.truncate()
+    payloads = [small(i) for i in range(n)]
+    for start in range(0, n, 5_000):
+        await noop.enqueue_many(payloads[start : start + 5_000])
+    async with await psycopg.AsyncConnection.connect(b.url, autocommit=True) as conn:
+        await copy_rows(b, conn, payloads)
+    await b.run(f"vacuum analyze {b.wh}.jobs")
+    await b.run(f"vacuum analyze {b.raw}.jobs")
+
+    log(b.console, f"W2 baseline: draining {n:,} rows, {raw.CLAIM_BATCH} per claim")
+    proc = await b.spawn("w2-raw", "raw.py", "drain", "--schema", b.raw, env=b.env(), pipe_stdout=True)
+    raw_out = await b.json_of(proc, "w2-raw", within=600)
+    base = throughput(raw_out["done"], raw_out["seconds"])
+    base["statements"] = raw_out["statements"]
+    base["what"] = (
+        f"one process: claim {raw.CLAIM_BATCH} rows per UPDATE ... FOR UPDATE SKIP LOCKED, one batched ack per batch"
+    )
+
+    log(b.console, f"W2 workhorse: one worker process (concurrency 10, burst) draining {n:,} jobs")
+    proc = await b.spawn("w2-worker", "worker_drain.py", "--concurrency", "10", env=b.env(), pipe_stdout=True)
+    wh_out = await b.json_of(proc, "w2-worker", within=900)
+    wh = throughput(n, wh_out["seconds"])
+    wh["worker_stats"] = wh_out["stats"]
+    done = await b.scalar(f"select count(*) from {b.wh}.jobs where state = 'done'")
+    raw_done = await b.scalar(f"select count(*) from {b.raw}.jobs where state = 'done'")
+    if done != n or raw_done != n:
+        raise RuntimeError(f"W2 left work undone: workhorse {done} of {n}, raw {raw_done} of {n}")
+    return {
+        "title": "drain, one worker process",
+        "unit": "jobs/s",
+        "workhorse": wh,
+        "baseline": base,
+        **ratio_check("W2", wh, base),
+        "peer": PEER["W2"],
+    }
+
+
+# -- W3: enqueue -> start latency ---------------------------------------------------------------
+
+
+async def produce(enqueue: Callable[[dict[str, Any]], Awaitable[Any]], seconds: float, warm: bool) -> int:
+    """One enqueue per PRODUCE_EVERY on a fixed grid (no drift); the payload carries time.time()."""
+    count = round(seconds / PRODUCE_EVERY)
+    started = time.perf_counter()
+    for i in range(count):
+        delay = started + i * PRODUCE_EVERY - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await enqueue({"t": time.time(), "warm": warm})
+    return count
+
+
+def summary_ms(seconds: list[float]) -> dict[str, Any]:
+    if not seconds:
+        raise RuntimeError("no latency samples were recorded")
+    ms = [s * 1000 for s in seconds]
+    return {
+        "samples": len(ms),
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p99_ms": round(percentile(ms, 99), 3),
+        "max_ms": round(max(ms), 3),
+        "min_ms": round(min(ms), 3),
+    }
+
+
+async def w3_workhorse(b: Bench) -> dict[str, Any]:
+    latency = b.jobs.latency
+    done = f"select count(*) from {b.wh}.jobs where name = 'bench.latency' and state = 'done'"
+    proc = await b.spawn(
+        "w3-worker",
+        "-m",
+        "workhorse",
+        "--app",
+        "benchapp:app",
+        "worker",
+        "--concurrency",
+        "10",
+        env=b.env(),
+        pipe_stdout=False,
+    )
+    try:
+        await b.wait_until(f"select count(*) from {b.wh}.workers", 1, 60, "the W3 worker to register")
+        warm = await produce(latency.enqueue, b.sizes.warmup_seconds, warm=True)
+        await b.wait_until(done, warm, 30, "the W3 warm-up jobs")
+        measured = await produce(latency.enqueue, b.sizes.latency_seconds, warm=False)
+        await b.wait_until(done, warm + measured, 30, "the W3 jobs")
+    finally:
+        await b.stop(proc)
+    cur = await b.admin.execute(
+        f"select (result)::float8 from {b.wh}.jobs where name = 'bench.latency' and state = 'done' "  # type: ignore[arg-type]
+        "and not (payload->>'warm')::boolean"
+    )
+    return summary_ms([row[0] for row in await cur.fetchall()])
+
+
+async def w3_raw(b: Bench) -> dict[str, Any]:
+    done = f"select count(*) from {b.raw}.jobs where state = 'done'"
+    proc = await b.spawn("w3-raw", "raw.py", "listen", "--schema", b.raw, env=b.env(), pipe_stdout=True)
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the raw listener did not start; see {b.logs / 'w3-raw.log'}")
+        async with await psycopg.AsyncConnection.connect(b.url, autocommit=True) as conn:
+            insert = raw.insert_notify(b.raw)
+            channel = raw.channel(b.raw)
+
+            async def enqueue(payload: dict[str, Any]) -> None:
+                await conn.execute(insert, (raw.QUEUE, Jsonb(payload), channel))  # type: ignore[arg-type]
+
+            warm = await produce(enqueue, b.sizes.warmup_seconds, warm=True)
+            await b.wait_until(done, warm, 30, "the raw warm-up rows")
+            measured = await produce(enqueue, b.sizes.latency_seconds, warm=False)
+            await b.wait_until(done, warm + measured, 30, "the raw rows")
+        proc.send_signal(signal.SIGTERM)
+        out = await b.json_of(proc, "w3-raw", within=30)
+    finally:
+        await b.stop(proc)
+    return summary_ms([seconds for was_warm, seconds in out["latencies"] if not was_warm])
+
+
+async def w3(b: Bench) -> dict[str, Any]:
+    await b.truncate()
+    secs, warm = b.sizes.latency_seconds, b.sizes.warmup_seconds
+    log(b.console, f"W3 workhorse: `workhorse worker --concurrency 10`, {warm:g}s warm-up + {secs:g}s at 50 jobs/s")
+    wh = await w3_workhorse(b)
+    log(b.console, f"W3 baseline: INSERT+pg_notify -> raw LISTEN loop, {warm:g}s warm-up + {secs:g}s at 50 jobs/s")
+    base = await w3_raw(b)
+    base["what"] = (
+        "INSERT + pg_notify in one statement from this process; a raw LISTEN loop in another "
+        "process claims (same SKIP LOCKED UPDATE) when woken and records the latency at claim"
+    )
+    wh["what"] = "time.time() in the payload before enqueue -> time.time() when the body starts"
+    p50 = wh["p50_ms"] / base["p50_ms"]
+    p99 = wh["p99_ms"] / base["p99_ms"]
+    t = TARGETS["W3"]
+    return {
+        "title": "enqueue -> start latency, idle worker",
+        "unit": "ms",
+        "workhorse": wh,
+        "baseline": base,
+        "ratio": {"p50": round(p50, 3), "p99": round(p99, 3)},
+        "target": {"p50": f"<= {t['p50_max_ratio']}x baseline", "p99": f"<= {t['p99_max_ratio']}x baseline"},
+        "pass": {"p50": p50 <= t["p50_max_ratio"], "p99": p99 <= t["p99_max_ratio"]},
+        "peer": PEER["W3"],
+    }
+
+
+# -- W4: statements per idle minute -------------------------------------------------------------
+
+
+async def pgss_snapshot(url: str) -> dict[int, tuple[str, int]]:
+    """calls per statement in this database (connection closed after, so its own stats flush at once)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "select queryid, query, calls from pg_stat_statements "
+            "where dbid = (select oid from pg_database where datname = current_database())"
+        )
+        return {qid: (query, calls) for qid, query, calls in await cur.fetchall()}
+
+
+def statement_label(query: str) -> str:
+    text = " ".join(query.split())
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+async def w4(b: Bench) -> dict[str, Any]:
+    dbname = f"workhorse_bench_idle_{secrets.token_hex(4)}"
+    idle_url = with_dbname(b.url, dbname)
+    window = b.sizes.idle_seconds
+    counter = "select xact_commit + xact_rollback from pg_stat_database where datname = %s"
+    await b.run(sql.SQL("create database {}").format(sql.Identifier(dbname)))
+    proc = None
+    try:
+        app = App(idle_url)  # default schema `workhorse`, as a deployment would have it
+        await app.migrate()
+        await app.close()
+        pgss: dict[str, Any] = {"available": False}
+        preload = str(await b.scalar("select current_setting('shared_preload_libraries')"))
+        loaded = "pg_stat_statements" in [part.strip() for part in preload.split(",")]
+        try:
+            async with await psycopg.AsyncConnection.connect(idle_url, autocommit=True) as conn:
+                await conn.execute("create extension if not exists pg_stat_statements")
+            created = True
+        except psycopg.Error as error:
+            created = False
+            pgss["reason"] = f"create extension failed: {str(error).strip()}"
+        if created and not loaded:
+            pgss["reason"] = f"pg_stat_statements is not in shared_preload_libraries ({preload!r})"
+        pgss["available"] = created and loaded
+
+        env = b.env(WORKHORSE_BENCH_URL=idle_url, WORKHORSE_BENCH_SCHEMA="workhorse")
+        log(b.console, f"W4: `workhorse --app benchapp:app worker` on a dedicated database {dbname}")
+        proc = await b.spawn(
+            "w4-worker", "-m", "workhorse", "--app", "benchapp:app", "worker", env=env, pipe_stdout=False
+        )
+        async with await psycopg.AsyncConnection.connect(idle_url, autocommit=True) as probe:
+            deadline = time.monotonic() + 60
+            while True:
+                cur = await probe.execute("select count(*) from workhorse.workers")
+                row = await cur.fetchone()
+                if row is not None and row[0] >= 1:
+                    break
+                if time.monotonic() > deadline or proc.returncode is not None:
+                    raise RuntimeError(f"the W4 worker did not register; see {b.logs / 'w4-worker.log'}")
+                await asyncio.sleep(0.1)
+        # The probe connection closed above: a closing backend flushes its stats at once.
+        settle = b.sizes.settle_seconds + W4_REGISTER_MARGIN
+        log(b.console, f"W4: registered; settling {settle:g}s, then counting for {window:g}s")
+        await asyncio.sleep(settle)
+        before_pgss = await pgss_snapshot(idle_url) if pgss["available"] else {}
+        await asyncio.sleep(STATS_FLUSH_WAIT)  # let that snapshot's own backend exit and flush
+        started = time.monotonic()
+        before = int(await b.scalar(counter, (dbname,)))
+        await asyncio.sleep(window)
+        # SIGKILL, not SIGTERM: a drain's own statements (deregister) are not idle work. Its backends
+        # see the connections drop and flush their last counters as they exit.
+        proc.kill()
+        measured = time.monotonic() - started
+        await proc.wait()
+        await asyncio.sleep(STATS_FLUSH_WAIT)
+        after = int(await b.scalar(counter, (dbname,)))
+        if pgss["available"]:
+            after_pgss = await pgss_snapshot(idle_url)
+            rows = []
+            for qid, (query, calls) in after_pgss.items():
+                delta = calls - before_pgss.get(qid, (query, 0))[1]
+                if delta > 0 and "pg_stat_statements" not in query:
+                    rows.append(
+                        {
+                            "statement": statement_label(query),
+                            "calls": delta,
+                            "per_min": round(delta * 60 / measured, 2),
+                        }
+                    )
+            pgss["statements"] = sorted(rows, key=lambda r: -r["calls"])
+            pgss["note"] = "pg_stat_statements snapshots taken just outside the counter window"
+        per_min = (after - before) * 60 / measured
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await b.run("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (dbname,))
+        await b.run(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
+    target = TARGETS["W4"]["max_statements_per_min"]
+    peer = PEER["W4"]["statements_per_min"]
+    return {
+        "title": "statements per idle minute, `workhorse worker`",
+        "unit": "statements/min",
+        "workhorse": {
+            "statements_per_min": round(per_min, 2),
+            "transactions": after - before,
+            "seconds": round(measured, 1),
+            "what": "pg_stat_database xact_commit + xact_rollback delta on a dedicated database",
+        },
+        "baseline": {"statements_per_min": peer, "what": "peer constant (pgqueuer 1.6, from the issue); not measured"},
+        "ratio": round(per_min / peer, 3),
+        "target": f"<= {target} statements/min",
+        "pass": per_min <= target,
+        "pg_stat_statements": pgss,
+        "peer": PEER["W4"],
+    }
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {"W1": w1, "W1b": w1b, "W2": w2, "W3": w3, "W4": w4}
+
+
+def resolve_url() -> str:
+    from workhorse.embedded import resolve_database_url
+
+    return resolve_database_url(None)
+
+
+def git_commit() -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5, check=False
+        )
+        if done.returncode == 0:
+            return done.stdout.strip() or None
+    return None
+
+
+async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    sizes = QUICK if args.quick else FULL
+    if args.idle_seconds is not None:
+        sizes = Sizes(**{**asdict(sizes), "idle_seconds": args.idle_seconds})
+    selected = [w for w in WORKLOADS if w in args.only]
+    url = resolve_url()
+    tag = secrets.token_hex(4)
+    wh_schema, raw_schema = f"bench_wh_{tag}", f"bench_raw_{tag}"
+    # benchapp reads these when imported (here and in every worker subprocess).
+    os.environ["WORKHORSE_BENCH_URL"] = url
+    os.environ["WORKHORSE_BENCH_SCHEMA"] = wh_schema
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    jobs = importlib.import_module("benchapp")
+
+    admin = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    logs = Path(tempfile.mkdtemp(prefix="workhorse-bench-"))
+    b = Bench(
+        url=url,
+        wh=wh_schema,
+        raw=raw_schema,
+        sizes=sizes,
+        admin=admin,
+        logs=logs,
+        console=console,
+        app=jobs.app,
+        jobs=jobs,
+    )
+    results: dict[str, Any] = {}
+    try:
+        meta = {
+            "server_version": str(await b.scalar("show server_version")).split()[0],
+            "synchronous_commit": await b.scalar("show synchronous_commit"),
+            "fsync": await b.scalar("show fsync"),
+        }
+        log(
+            console,
+            f"database {redact(url)} (PostgreSQL {meta['server_version']}); schemas {wh_schema}, "
+            f"{raw_schema}; subprocess logs in {logs}",
+        )
+        await b.run(f"create schema {wh_schema}")
+        await b.run(f"create schema {raw_schema}")
+        for statement in raw.ddl(raw_schema):
+            await b.run(statement)
+        await jobs.app.migrate()
+        for name in selected:
+            log(console, f"[bold]{name}[/bold] ...")
+            results[name] = await RUNNERS[name](b)
+            log(console, f"{name} done: {brief(name, results[name])}")
+    finally:
+        with contextlib.suppress(Exception):
+            await jobs.app.close()
+        for proc in b.procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        for schema in (wh_schema, raw_schema):
+            await b.run(f"drop schema if exists {schema} cascade")
+        await admin.close()
+    checks = check_list(results)
+    return {
+        "benchmark": "workhorse bench/run.py",
+        "mode": "quick" if args.quick else "full",
+        "started_at": args.started_at,
+        "git_commit": git_commit(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "database": {"url": redact(url), **meta},
+        "sizes": asdict(sizes),
+        "workloads": results,
+        "checks": checks,
+        "targets_met": sum(c["pass"] for c in checks),
+        "targets_total": len(checks),
+        "all_targets_met": all(c["pass"] for c in checks),
+        "peer_reference": PEER,
+        "notes": [
+            "Each workhorse figure and its raw-SQL baseline were measured in this run, on this database.",
+            f"W1/W1b: {WARMUP_CALLS} untimed calls on each side first, then the tables are truncated.",
+            "W2: both sides drain from a freshly VACUUM ANALYZEd table; the workhorse clock runs from creating "
+            "the worker (schema check, connections) to the end of run(burst=True); nothing is subtracted.",
+            "W3: latency = time.time() at body start (workhorse) or right after the claim (raw) minus "
+            "time.time() taken before the enqueue; the warm-up samples are excluded.",
+            "W4: transactions counted by pg_stat_database on a database only the idle worker uses (autocommit: "
+            "one statement, one transaction); the worker is SIGKILLed at the window's end so no drain "
+            "statement is counted. The baseline is the peer's figure, a constant.",
+            "Peer figures (pgqueuer 1.6) are constants from the issue, not measured here.",
+        ],
+    }
+
+
+def brief(name: str, r: dict[str, Any]) -> str:
+    if name == "W3":
+        return (
+            f"p50 {r['workhorse']['p50_ms']:.2f} ms vs {r['baseline']['p50_ms']:.2f} ms, "
+            f"p99 {r['workhorse']['p99_ms']:.2f} ms vs {r['baseline']['p99_ms']:.2f} ms"
+        )
+    if name == "W4":
+        return f"{r['workhorse']['statements_per_min']:.1f} statements/min"
+    return f"{r['workhorse']['jobs_per_s']:,.0f} vs {r['baseline']['jobs_per_s']:,.0f} jobs/s ({r['ratio']:.2f}x)"
+
+
+def check_list(results: dict[str, Any]) -> list[dict[str, Any]]:
+    checks = []
+    for name in ("W1", "W1b", "W2"):
+        if name in results:
+            r = results[name]
+            checks.append(
+                {"check": f"{name} jobs/s ratio", "value": r["ratio"], "target": r["target"], "pass": r["pass"]}
+            )
+    if "W3" in results:
+        r = results["W3"]
+        for p in ("p50", "p99"):
+            checks.append(
+                {"check": f"W3 {p} ratio", "value": r["ratio"][p], "target": r["target"][p], "pass": r["pass"][p]}
+            )
+    if "W4" in results:
+        r = results["W4"]
+        checks.append(
+            {
+                "check": "W4 statements/min",
+                "value": r["workhorse"]["statements_per_min"],
+                "target": r["target"],
+                "pass": r["pass"],
+            }
+        )
+    return checks
+
+
+def verdict(ok: bool) -> str:
+    return "[bold green]PASS[/]" if ok else "[bold red]MISS[/]"
+
+
+def table(doc: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"workhorse bench ({doc['mode']}) — PostgreSQL {doc['database']['server_version']}, "
+        f"{doc['machine']['cpus']} CPUs",
+        title_justify="left",
+    )
+    for col, just in (
+        ("workload", "left"),
+        ("workhorse", "right"),
+        ("raw baseline", "right"),
+        ("ratio", "right"),
+        ("target", "left"),
+        ("", "left"),
+        ("peer: pgqueuer 1.6", "right"),
+    ):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    w = doc["workloads"]
+    if "W1" in w:
+        r = w["W1"]
+        t.add_row(
+            f"W1 enqueue x{r['workhorse']['jobs']:,}",
+            f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+            f"{r['baseline']['jobs_per_s']:,.0f} jobs/s",
+            f"{r['ratio']:.2f}x",
+            ">= 0.85x",
+            verdict(r["pass"]),
+            f"{PEER['W1']['ratio']:.2f}x",
+        )
+    if "W1b" in w:
+        r = w["W1b"]
+        t.add_row(
+            f"W1b enqueue_many({r['workhorse']['jobs']:,})",
+            f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+            f"{r['baseline']['jobs_per_s']:,.0f} jobs/s (COPY)",
+            f"{r['ratio']:.2f}x",
+            ">= 0.5x",
+            verdict(r["pass"]),
+            f"{PEER['W1b']['ratio']:.2f}x",
+        )
+    if "W2" in w:
+        r = w["W2"]
+        t.add_row(
+            f"W2 drain {r['workhorse']['jobs']:,}, 1 worker",
+            f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+            f"{r['baseline']['jobs_per_s']:,.0f} jobs/s (x100)",
+            f"{r['ratio']:.2f}x",
+            ">= 0.22x",
+            verdict(r["pass"]),
+            f"{PEER['W2']['jobs_per_s']:,} jobs/s ({PEER['W2']['ratio']:.2f}x)",
+        )
+    if "W3" in w:
+        r = w["W3"]
+        wh, base = r["workhorse"], r["baseline"]
+        t.add_row(
+            f"W3 latency p50 (n={wh['samples']})",
+            f"{wh['p50_ms']:.2f} ms",
+            f"{base['p50_ms']:.2f} ms",
+            f"{r['ratio']['p50']:.2f}x",
+            "<= 1.5x",
+            verdict(r["pass"]["p50"]),
+            f"{PEER['W3']['p50_ms']} ms (raw {PEER['W3']['raw_p50_ms']})",
+        )
+        t.add_row(
+            "W3 latency p99",
+            f"{wh['p99_ms']:.2f} ms",
+            f"{base['p99_ms']:.2f} ms",
+            f"{r['ratio']['p99']:.2f}x",
+            "<= 2x",
+            verdict(r["pass"]["p99"]),
+            f"{PEER['W3']['p99_ms']} ms (raw {PEER['W3']['raw_p99_ms']})",
+        )
+        t.add_row(
+            "W3 latency max",
+            f"{wh['max_ms']:.2f} ms",
+            f"{base['max_ms']:.2f} ms",
+            f"{wh['max_ms'] / base['max_ms']:.2f}x",
+            "",
+            "",
+            "",
+        )
+    if "W4" in w:
+        r = w["W4"]
+        t.add_row(
+            f"W4 idle worker ({r['workhorse']['seconds']:.0f}s)",
+            f"{r['workhorse']['statements_per_min']:.1f} /min",
+            f"{PEER['W4']['statements_per_min']} /min (peer)",
+            f"{r['ratio']:.2f}x",
+            "<= 12 /min",
+            verdict(r["pass"]),
+            f"{PEER['W4']['statements_per_min']} /min",
+        )
+    return t
+
+
+def print_report(doc: dict[str, Any], console: Console) -> None:
+    console.print()
+    console.print(table(doc))
+    w4r = doc["workloads"].get("W4")
+    if w4r is not None:
+        pgss = w4r["pg_stat_statements"]
+        if pgss["available"]:
+            sub = Table(title="W4 per statement (pg_stat_statements)", title_justify="left")
+            sub.add_column("calls", justify="right")
+            sub.add_column("/min", justify="right")
+            sub.add_column("statement")
+            for row in pgss["statements"]:
+                sub.add_row(str(row["calls"]), f"{row['per_min']:.1f}", row["statement"])
+            console.print(sub)
+        else:
+            console.print(f"W4 per-statement breakdown: pg_stat_statements unavailable ({pgss.get('reason')})")
+    console.print(
+        f"targets met: {doc['targets_met']} of {doc['targets_total']}. "
+        "Peer figures are constants from the issue, not measured here."
+    )
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes: 2,000 / 2,000 / 4,000 jobs, W3 for 3 s, W4 over 20 s"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=None, help="W4 counting window in seconds (default 60; 20 with --quick)"
+    )
+    parser.add_argument(
+        "--only", default=",".join(WORKLOADS), help=f"comma-separated workloads to run (default: {','.join(WORKLOADS)})"
+    )
+    args = parser.parse_args(argv)
+    args.only = [part.strip() for part in args.only.split(",") if part.strip()]
+    unknown = [w for w in args.only if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    if args.idle_seconds is not None and args.idle_seconds <= 0:
+        parser.error("--idle-seconds must be positive")
+    args.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    return args
+
+
+@contextlib.contextmanager
+def interrupt_as_error() -> Iterator[None]:
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    # A pipe or a file gets a wide table instead of rich's 80-column fallback.
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+    with interrupt_as_error():
+        doc = asyncio.run(bench(args, console))
+    print_report(doc, console)
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

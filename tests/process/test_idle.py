@@ -1,0 +1,96 @@
+"""What an idle worker costs the database: statements per minute, counted by the server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from processkit import HERE
+
+pytestmark = pytest.mark.process
+SETTLE = 3.0  # seconds for start-up to finish before the window opens
+WINDOW = 60.0  # seconds measured: one whole minute, so every periodic statement is seen at its rate
+BUDGET_PER_MINUTE = 12
+
+
+@pytest.fixture
+def dedicated_database(database_url: str) -> Iterator[str]:
+    """A database nobody else uses, so its transaction counter is the worker's alone."""
+    name = f"wh_idle_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"create database {name}")  # type: ignore[arg-type]
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    info["dbname"] = name
+    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
+        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
+
+
+def statements(admin_url: str, name: str, seconds: float) -> dict[str, int]:
+    """Statements the workhorse connections issued on database ``name`` during ``seconds``, by role.
+
+    Sampled from pg_stat_activity every 50 ms: each statement moves its backend's query_start.
+    (pg_stat_database's transaction counter would also count autovacuum's work on the database,
+    and backends flush it lazily.) An idle worker's statements are seconds apart, so none is missed.
+    """
+    seen: set[tuple[int, object]] = set()
+    per_role: dict[str, int] = {}
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        first = True
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            rows = conn.execute(
+                "select pid, application_name, query_start from pg_stat_activity "
+                "where datname = %s and application_name like 'workhorse:%%' and query_start is not null",
+                (name,),
+            ).fetchall()
+            for pid, role, started in rows:
+                if (pid, started) not in seen:
+                    seen.add((pid, started))
+                    if not first:
+                        per_role[role] = per_role.get(role, 0) + 1
+            first = False
+            time.sleep(0.05)
+    return per_role
+
+
+def test_an_idle_worker_stays_within_its_statement_budget(database_url: str, dedicated_database: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(dedicated_database)["dbname"]
+    env = {
+        **os.environ,
+        "WORKHORSE_DATABASE_URL": dedicated_database,
+        "WORKHORSE_TEST_SCHEMA": "workhorse",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    subprocess.run(
+        [sys.executable, "-m", "workhorse", "--app", "procapp:app", "migrate"],
+        env=env,
+        cwd=HERE,
+        check=True,
+        capture_output=True,
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "workhorse", "--app", "procapp:app", "worker"],
+        env=env,
+        cwd=HERE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(SETTLE)
+        per_role = statements(database_url, name, WINDOW)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    per_minute = sum(per_role.values()) * 60 / WINDOW
+    print(f"idle worker: {per_role} in {WINDOW:.0f} s = {per_minute:.1f} statements per minute")
+    assert per_role, "no statement seen at all: the sampling is broken"
+    assert per_minute <= BUDGET_PER_MINUTE, f"{per_minute:.1f} statements per idle minute: {per_role}"
