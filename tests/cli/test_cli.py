@@ -385,3 +385,36 @@ def test_a_stuck_sync_body_cannot_hold_the_worker_process(database_url: str, sch
     assert worker.returncode == 0, stderr
     assert "still running after the drain" in stderr
     assert as_json(invoke(database_url, schema, "show", ref.id, "--json"))["state"] == "ready"
+
+
+# -- workers ------------------------------------------------------------------------------------
+
+
+def test_workers_lists_the_live_registry(database_url: str, schema: str) -> None:
+    import asyncio
+
+    from workhorse import App
+    from workhorse.drivers.base import WorkerInfo
+
+    assert invoke(database_url, schema, "migrate").exit_code == 0
+    assert as_json(invoke(database_url, schema, "workers", "--json")) == {"workers": []}
+    assert "no live workers" in invoke(database_url, schema, "workers").stdout
+
+    async def register() -> None:
+        app = App(database_url, schema=schema)
+        info = WorkerInfo(id="w-cli", host="box", pid=42, queues=["emails"], concurrency={"emails": 5})
+        await app.driver.register_worker(info, ttl=30)
+        await app.close()
+
+    asyncio.run(register())
+    (row,) = as_json(invoke(database_url, schema, "workers", "--json"))["workers"]
+    assert (row["id"], row["host"], row["pid"], row["queues"], row["concurrency"]) == (
+        "w-cli",
+        "box",
+        42,
+        ["emails"],
+        {"emails": 5},
+    )
+    assert row["started_at"].endswith("Z") and row["last_seen_at"].endswith("Z")
+    human = invoke(database_url, schema, "workers")
+    assert "w-cli" in human.stdout and "emails(5)" in human.stdout
