@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +52,7 @@ from rich.table import Table
 
 from workhorse import App
 from workhorse.cli.output import redact
+from workhorse.errors import WorkhorseError
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -127,7 +129,6 @@ class Bench:
     admin: psycopg.AsyncConnection[Any]
     logs: Path
     console: Console
-    app: Any = None
     jobs: Any = None  # the benchapp module
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
 
@@ -567,13 +568,18 @@ def resolve_url() -> str:
     return resolve_database_url(None)
 
 
-def git_commit() -> str | None:
+def git(*args: str) -> str | None:
+    """A read-only git query (rev-parse, status); None when git or the repository is missing."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5, check=False
-        )
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=5, check=False)
         if done.returncode == 0:
-            return done.stdout.strip() or None
+            return done.stdout.strip()
+    return None
+
+
+def loadavg() -> list[float] | None:
+    with contextlib.suppress(OSError, AttributeError):
+        return [round(x, 2) for x in os.getloadavg()]
     return None
 
 
@@ -602,7 +608,6 @@ async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         admin=admin,
         logs=logs,
         console=console,
-        app=jobs.app,
         jobs=jobs,
     )
     results: dict[str, Any] = {}
@@ -624,7 +629,13 @@ async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         await jobs.app.migrate()
         for name in selected:
             log(console, f"[bold]{name}[/bold] ...")
-            results[name] = await RUNNERS[name](b)
+            try:
+                results[name] = await RUNNERS[name](b)
+            except (RuntimeError, AssertionError, psycopg.Error, WorkhorseError, OSError) as error:
+                # One broken workload must not cost the others their figures: record it, go on.
+                results[name] = {"error": f"{type(error).__name__}: {error}".strip()}
+                log(console, f"[bold red]{name} failed[/]: {results[name]['error']} (logs kept in {logs})")
+                continue
             log(console, f"{name} done: {brief(name, results[name])}")
     finally:
         with contextlib.suppress(Exception):
@@ -636,16 +647,29 @@ async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         for schema in (wh_schema, raw_schema):
             await b.run(f"drop schema if exists {schema} cascade")
         await admin.close()
+    failed = [name for name, r in results.items() if "error" in r]
+    if not failed:
+        shutil.rmtree(logs, ignore_errors=True)
     checks = check_list(results)
     return {
         "benchmark": "workhorse bench/run.py",
         "mode": "quick" if args.quick else "full",
         "started_at": args.started_at,
-        "git_commit": git_commit(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "git_commit": git("rev-parse", "--short", "HEAD"),
+        # Uncommitted changes under src/ at the time of the run: the figures measure the working tree.
+        "git_dirty_src": (git("status", "--porcelain", "--", "src") or "").splitlines(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_start": args.loadavg_start,
+            "loadavg_end": loadavg(),
+        },
         "database": {"url": redact(url), **meta},
         "sizes": asdict(sizes),
         "workloads": results,
+        "failed_workloads": failed,
+        "subprocess_logs": str(logs) if failed else None,
         "checks": checks,
         "targets_met": sum(c["pass"] for c in checks),
         "targets_total": len(checks),
@@ -678,7 +702,12 @@ def brief(name: str, r: dict[str, Any]) -> str:
 
 
 def check_list(results: dict[str, Any]) -> list[dict[str, Any]]:
-    checks = []
+    checks: list[dict[str, Any]] = [
+        {"check": f"{name} ran", "value": r["error"], "target": "no error", "pass": False}
+        for name, r in results.items()
+        if "error" in r
+    ]
+    results = {name: r for name, r in results.items() if "error" not in r}
     for name in ("W1", "W1b", "W2"):
         if name in results:
             r = results[name]
@@ -724,7 +753,10 @@ def table(doc: dict[str, Any]) -> Table:
         ("peer: pgqueuer 1.6", "right"),
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
-    w = doc["workloads"]
+    w = {name: r for name, r in doc["workloads"].items() if "error" not in r}
+    for name, r in doc["workloads"].items():
+        if "error" in r:
+            t.add_row(name, "[bold red]failed[/]", "", "", "", verdict(False), r["error"][:60])
     if "W1" in w:
         r = w["W1"]
         t.add_row(
@@ -806,7 +838,7 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     console.print()
     console.print(table(doc))
     w4r = doc["workloads"].get("W4")
-    if w4r is not None:
+    if w4r is not None and "error" not in w4r:
         pgss = w4r["pg_stat_statements"]
         if pgss["available"]:
             sub = Table(title="W4 per statement (pg_stat_statements)", title_justify="left")
@@ -843,6 +875,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.idle_seconds is not None and args.idle_seconds <= 0:
         parser.error("--idle-seconds must be positive")
     args.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    args.loadavg_start = loadavg()
     return args
 
 
@@ -863,6 +896,9 @@ def main(argv: list[str] | None = None) -> None:
     print_report(doc, console)
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
+    # Missed targets are results, not failures; a workload that could not be measured is.
+    if doc["failed_workloads"]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

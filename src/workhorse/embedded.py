@@ -140,6 +140,33 @@ def stop(home: str | os.PathLike[str] | None = None) -> bool:
         return True
 
 
+def restart(home: str | os.PathLike[str] | None = None, *, mode: str = "fast") -> None:
+    """Restart the home's server with ``pg_ctl restart -m MODE`` (``fast`` or ``immediate``): a
+    fault drill, for showing that workers ride out a database restart."""
+    if mode not in ("fast", "immediate"):
+        raise EmbeddedServerError(
+            cause=f"restart mode expected 'fast' or 'immediate', got {mode!r}",
+            fix="embedded.restart(home, mode='immediate')",
+            code="CONFIG_INVALID",
+        )
+    h = home_dir(home)
+    with _locked(h):
+        info = _read_info(h)
+        if info is None:
+            raise EmbeddedServerError(
+                cause=f"no embedded server was ever started under {h}",
+                fix="workhorse db start",
+                code="EMBEDDED_START_FAILED",
+            )
+        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", _options(info), "restart", "-m", mode]
+        with tempfile.TemporaryFile("w+") as out:  # a file: the new postmaster must not hold our pipes
+            done = _pg_ctl(h, _binaries(info), _server_user(), *args, stdout=out, stderr=subprocess.STDOUT)
+            out.seek(0)
+            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(h)}"
+        if done.returncode != 0:
+            raise _failed("pg_ctl restart", done, f"read {h / 'postgres.log'}", "EMBEDDED_START_FAILED")
+
+
 def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
     """Where the home is, whether its server runs, its URL and port, and the binaries in use."""
     h = home_dir(home)
@@ -303,13 +330,16 @@ def _initdb(h: Path, bins: Path, user: pwd.struct_passwd | None) -> None:
     scratch.rename(h / "data")
 
 
+def _options(info: _Info) -> str:
+    return f"-p {info['port']} -c listen_addresses={_HOST} -c unix_socket_directories='' {_SETTINGS}"
+
+
 def _start(h: Path, bins: Path, user: pwd.struct_passwd | None, info: _Info) -> _Info:
     _clear_stale_pidfile(h / "data")
     for attempt in (1, 2):
         if not _port_free(info["port"]):
             info = _write_info(h, _free_port(), bins)
-        opts = f"-p {info['port']} -c listen_addresses={_HOST} -c unix_socket_directories='' {_SETTINGS}"
-        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", opts, "start"]
+        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", _options(info), "start"]
         # A file, not a pipe: the postmaster outlives pg_ctl and must not hold our caller's pipes open.
         with tempfile.TemporaryFile("w+") as out:
             done = _pg_ctl(h, bins, user, *args, stdout=out, stderr=subprocess.STDOUT)

@@ -63,3 +63,23 @@ async def blocker(ctx: JobContext, payload: dict[str, float]) -> str:
 async def noop(ctx: JobContext, payload: int) -> int:
     await asyncio.to_thread(ledger, ctx, "start")
     return payload
+
+
+def file_ledger(ctx: JobContext, event: str) -> None:
+    """A ledger that does not need the database: for tests that take the database away."""
+    line = f"{ctx.id} {ctx.attempt} {os.getpid()} {event} {time.time()}\n"  # clock-ok: test ledger
+    fd = os.open(os.environ["WORKHORSE_TEST_LEDGER"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+@app.job(name="file_sleeper", tenant="none", retry=Retry(attempts=10, base=0.1))
+async def file_sleeper(ctx: JobContext, payload: dict[str, float]) -> str:
+    file_ledger(ctx, "start")
+    try:
+        await asyncio.sleep(payload["sleep"])
+    finally:
+        file_ledger(ctx, "end")
+    return "slept"

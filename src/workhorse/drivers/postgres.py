@@ -219,8 +219,8 @@ class PostgresDriver:
                 kwargs=self.connect_kwargs(),
                 open=False,
                 name=f"workhorse:{self.role}",
-                timeout=30,
-                reconnect_timeout=0,
+                timeout=10,
+                reconnect_timeout=300,  # keep trying with backoff; our loops report each failure
             )
             self._pool = pool
             with translated():
