@@ -30,7 +30,7 @@ class Listener:
         queues: Sequence[str],
         wake: asyncio.Event,
         *,
-        probe_interval: float = 30.0,
+        probe_interval: float = 60.0,
         probe_timeout: float = 5.0,
     ) -> None:
         self.url = url
