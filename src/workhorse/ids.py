@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
-import uuid
 
 _lock = threading.Lock()
+_random = random.Random(os.urandom(16))  # uniqueness, not secrecy: seeded from the OS
+os.register_at_fork(after_in_child=lambda: _random.seed(os.urandom(16)))  # a child never repeats its parent
 _last_ms = 0
 _counter = 0
 
 
-def new_job_id() -> uuid.UUID:
+def new_job_id() -> str:
     """A time-ordered UUID: 48 bits of Unix milliseconds, then a counter and random bits."""
     global _last_ms, _counter  # noqa: PLW0603 - one generator per process, guarded by _lock
     with _lock:
@@ -23,8 +25,9 @@ def new_job_id() -> uuid.UUID:
             if _counter == 0:
                 now_ms += 1
         else:
-            _counter = int.from_bytes(os.urandom(2), "big") & 0x7FF
+            _counter = _random.getrandbits(11)
         _last_ms = now_ms
-        rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        rand = _random.getrandbits(62)
         value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
-    return uuid.UUID(int=value)
+    digits = f"{value:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"

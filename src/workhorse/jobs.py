@@ -148,8 +148,11 @@ class JobHandle(Generic[R]):
         priority: int | None = None,
     ) -> NewJob:
         """Validate one enqueue and answer the row to insert. Raises before anything is written."""
-        if key is not None:
-            _check_text(key, f"key of job {self.name!r}", MAX_KEY_LENGTH, "enqueue(payload, key='welcome:7')")
+        when = self._when(delay, run_at)
+        return self._row(payload, key, when, self._priority(priority))
+
+    def _when(self, delay: Duration | None, run_at: datetime | None) -> tuple[datetime | None, float]:
+        """The options every row of a batch shares, checked once: (run_at, delay seconds)."""
         if delay is not None and run_at is not None:
             raise ConfigurationError(
                 cause=f"job {self.name!r}: both delay= and run_at= were given; they name the same thing",
@@ -160,25 +163,33 @@ class JobHandle(Generic[R]):
                 cause=f"job {self.name!r}: run_at expected a timezone-aware datetime, got {run_at!r}",
                 fix="run_at=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)",
             )
-        if priority is not None and (
-            isinstance(priority, bool) or not isinstance(priority, int) or not -32768 <= priority <= 32767
-        ):
+        return run_at, 0.0 if delay is None else to_seconds(delay, what="delay")
+
+    def _priority(self, priority: int | None) -> int:
+        if priority is None:
+            return self.priority
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -32768 <= priority <= 32767:
             raise ConfigurationError(
                 cause=f"job {self.name!r}: priority expected a whole number from -32768 to 32767, got {priority!r}",
                 fix="enqueue(payload, priority=10)   # higher runs first",
             )
+        return priority
+
+    def _row(self, payload: Any, key: str | None, when: tuple[datetime | None, float], priority: int) -> NewJob:
+        if key is not None:
+            _check_text(key, f"key of job {self.name!r}", MAX_KEY_LENGTH, "enqueue(payload, key='welcome:7')")
         return NewJob(
-            id=str(new_job_id()),
+            id=new_job_id(),
             name=self.name,
             queue=self.queue,
-            tenant=self.tenant_for(payload),
+            tenant=None if self.tenant == "none" else self.tenant_for(payload),
             payload=encode(payload, max_bytes=self.app.max_payload_bytes),
             key=key,
-            priority=self.priority if priority is None else priority,
+            priority=priority,
             max_attempts=self.retry.attempts,
             dead_letter=self.retry.dead_letter,
-            run_at=run_at,
-            delay=0.0 if delay is None else to_seconds(delay, what="delay"),
+            run_at=when[0],
+            delay=when[1],
         )
 
     async def enqueue(
@@ -243,7 +254,6 @@ class JobHandle(Generic[R]):
                 cause=f"enqueue_many got {len(payloads)} payloads but {len(keys)} keys",
                 fix="pass one key per payload (None for no key), or no keys at all",
             )
-        return [
-            self.build(p, key=None if keys is None else keys[i], delay=delay, run_at=run_at, priority=priority)
-            for i, p in enumerate(payloads)
-        ]
+        when = self._when(delay, run_at)
+        chosen = self._priority(priority)
+        return [self._row(p, None if keys is None else keys[i], when, chosen) for i, p in enumerate(payloads)]

@@ -82,11 +82,41 @@ def _check(value: Any, path: str, depth: int) -> None:
     )
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """The fast path's walk: string keys and bounded depth, recursing into containers only. Values
+    are left to the strict encoder (it raises on NaN and on anything that is not JSON) and NUL to
+    a scan of the encoded text; any doubt sends the payload to ``_check``, which names the path."""
+    if depth >= MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) in _CONTAINERS and not _plain(item, depth + 1):
+                return False
+    elif type(value) is list or type(value) is tuple:
+        for item in value:
+            if type(item) in _CONTAINERS and not _plain(item, depth + 1):
+                return False
+    return True
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
     """Validate ``payload`` and answer its compact JSON text, or raise ``PayloadError``."""
-    _check(payload, "$", 0)
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    size = len(text.encode("utf-8"))
+    try:
+        text = _ENCODER.encode(payload) if _plain(payload, 0) else None
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is None or "\\u0000" in text:  # not plain JSON, or a NUL somewhere (escaped by the encoder)
+        _check(payload, "$", 0)  # raises with the path of the offending value
+        text = _ENCODER.encode(payload)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
             code="PAYLOAD_TOO_LARGE",
