@@ -1,0 +1,67 @@
+"""Payload encoding: the fast path and the slow, path-naming walk agree."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import OrderedDict
+
+import pytest
+
+from workhorse import PayloadError
+from workhorse.payload import MAX_DEPTH, encode
+
+
+class Color(enum.StrEnum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"a": 1, "b": [1, 2.5, None, True], "c": {"d": "é ☃"}},
+        OrderedDict(a=1),  # a dict subclass
+        {"color": Color.RED},  # a str subclass
+        {"text": "a literal backslash-u0000: \\u0000"},  # not a NUL character
+        [(1, 2), (3,)],
+    ],
+)
+def test_accepted_payloads_round_trip(payload: object) -> None:
+    text = encode(payload)
+    assert json.loads(text) == json.loads(json.dumps(payload))
+
+
+@pytest.mark.parametrize(
+    ("payload", "path"),
+    [
+        ({True: 1}, "$.True"),
+        ({"a": {None: 1}}, "$.a.None"),
+        ({"deep": [{"x": "nul\x00"}]}, "$.deep[0].x"),
+        ({"k\x00": 1}, "$"),
+    ],
+)
+def test_refusals_name_the_path(payload: object, path: str) -> None:
+    with pytest.raises(PayloadError) as refused:
+        encode(payload)
+    assert f"at {path}:" in refused.value.cause
+
+
+def test_depth_limit_is_exact() -> None:
+    def nest(levels: int) -> object:
+        value: object = 1
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    encode(nest(MAX_DEPTH))
+    with pytest.raises(PayloadError, match="deeper than"):
+        encode(nest(MAX_DEPTH + 1))
+    with pytest.raises(PayloadError, match="deeper than"):
+        encode(nest(10_000))
+
+
+def test_size_is_counted_in_utf8_bytes() -> None:
+    encode({"s": "é" * 40}, max_bytes=90)  # 80 bytes of é plus the frame
+    with pytest.raises(PayloadError) as refused:
+        encode({"s": "é" * 50}, max_bytes=90)
+    assert refused.value.code == "PAYLOAD_TOO_LARGE"
