@@ -7,7 +7,7 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, JobRef, Page
+from workhorse.drivers.base import Driver, Job, JobRef, Page, PublishedEvent
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -20,11 +20,17 @@ from workhorse.errors import (
     PayloadError,
     RetryAfter,
     SchemaError,
+    StepDuplicateError,
+    StepError,
+    StepReplayError,
+    StepResultError,
+    StepTimeoutError,
     TerminalError,
     WorkhorseError,
 )
 from workhorse.jobs import JobHandle, Outcome
 from workhorse.retry import Retry
+from workhorse.steps import Steps, StepSuspension
 from workhorse.worker import Worker, WorkerStats
 
 __all__ = [
@@ -45,9 +51,17 @@ __all__ = [
     "Page",
     "PayloadError",
     "PostgresDriver",
+    "PublishedEvent",
     "Retry",
     "RetryAfter",
     "SchemaError",
+    "StepDuplicateError",
+    "StepError",
+    "StepReplayError",
+    "StepResultError",
+    "StepSuspension",
+    "StepTimeoutError",
+    "Steps",
     "TerminalError",
     "Worker",
     "WorkerStats",

@@ -9,14 +9,16 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, ListFilter, Page, WorkerInfo
+from workhorse.drivers.base import Driver, Job, ListFilter, Page, PublishedEvent, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
+from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retry import Retry
+from workhorse.tasks import TaskDecorator, TaskHandle
 
 if TYPE_CHECKING:
     from workhorse.worker import Worker
@@ -61,6 +63,7 @@ class App:
                 fix="App(driver='memory') for unit tests; omit it for PostgreSQL",
             )
         self.jobs: dict[str, JobHandle[Any]] = {}
+        self.tasks: dict[str, TaskHandle[Any]] = {}  # cron tasks by name; each is also in self.jobs
         self._drivers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PostgresDriver] = (
             weakref.WeakKeyDictionary()
         )
@@ -224,6 +227,41 @@ class App:
         self.jobs[handle.name] = handle
         return handle
 
+    def task(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        timezone: str = "UTC",
+        catch_up: str = "skip",
+        payload: dict[str, Any] | None = None,
+        queue: str = "default",
+        tenant: TenantOf | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        priority: int = 0,
+        on_settled: Callable[[Outcome], Any] | None = None,
+    ) -> TaskDecorator:
+        """Declare a cron task: a job plus its schedule (``cron=`` or ``every=``). See ``workhorse.tasks``."""
+        options: dict[str, Any] = {
+            "cron": cron,
+            "every": every,
+            "timezone": timezone,
+            "catch_up": catch_up,
+            "payload": payload,
+            "queue": queue,
+            "tenant": tenant,
+            "retry": retry,
+            "timeout": timeout,
+            "priority": priority,
+            "on_settled": on_settled,
+        }
+        decorator = TaskDecorator(self, None if callable(name) else name, options)
+        if callable(name):  # bare @app.task names no schedule: refused now, with the function's name
+            decorator(name)
+        return decorator
+
     # -- running ------------------------------------------------------------------------------
 
     def worker(
@@ -279,9 +317,16 @@ class App:
         """Cancel a live job. A running one is stopped by its worker at its next heartbeat."""
         return await self.driver.cancel(job_id)
 
-    async def requeue(self, job_id: str) -> Job:
-        """Run a finished job again, as a fresh run with its attempts reset."""
-        return await self.driver.requeue(job_id)
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
+        """Run a finished job again, as a fresh run with its attempts reset. Its recorded steps
+        replay; ``from_step`` drops that step and every later one first (one statement), so the run
+        calls them again."""
+        if from_step is not None and (not isinstance(from_step, str) or not from_step):
+            raise ConfigurationError(
+                cause=f"from_step expected a step name, got {from_step!r}",
+                fix=f"workhorse show {job_id}   # then: workhorse requeue {job_id} --from-step NAME",
+            )
+        return await self.driver.requeue(job_id, from_step=from_step)
 
     async def promote(self, job_id: str) -> Job:
         """Make a waiting (delayed or backing-off) job due now."""
@@ -290,6 +335,27 @@ class App:
     async def remove(self, job_id: str) -> Job:
         """Delete a job that is not running."""
         return await self.driver.remove(job_id)
+
+    # -- events (``workhorse.events``) --------------------------------------------------------------
+
+    async def publish_event(
+        self, name: str, payload: Any = None, key: str | None = None, ttl: Duration = DEFAULT_TTL
+    ) -> PublishedEvent:
+        """Store an event and wake every run waiting for it (``ctx.step.wait_for_event`` with this
+        name and key), from any process. It stays matchable for ``ttl`` (7 days by default)."""
+        name, key, text, seconds = prepare_event(name, payload, key, ttl, max_bytes=self.max_payload_bytes)
+        return await self.driver.publish_event(name, key, text, seconds)
+
+    def publish_event_sync(
+        self, name: str, payload: Any = None, key: str | None = None, ttl: Duration = DEFAULT_TTL
+    ) -> PublishedEvent:
+        """``publish_event`` for synchronous code (a Django or Flask view). Safe from any thread."""
+        name, key, text, seconds = prepare_event(name, payload, key, ttl, max_bytes=self.max_payload_bytes)
+        return self.sync_driver().publish_event_sync(name, key, text, seconds)
+
+    async def purge_expired_events(self) -> int:
+        """Delete events past their ``ttl`` (in small batches); answers how many rows went."""
+        return await self.driver.purge_expired_events()
 
 
 class JobDecorator:

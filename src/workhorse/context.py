@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workhorse.errors import JobCancelledError
+from workhorse.errors import ConfigurationError, JobCancelledError
+
+if TYPE_CHECKING:
+    from workhorse.steps import Steps
 
 
 @dataclass
@@ -20,6 +23,9 @@ class JobContext:
     runs in a thread that cannot be interrupted, so it should check ``ctx.cancelled`` or call
     ``ctx.raise_if_cancelled()`` between units of work. Whatever a cancelled attempt returns
     afterwards is never written.
+
+    ``step`` is the durable-step API (``workhorse.steps``): ``await ctx.step.run(name, fn, ...)``,
+    ``ctx.step.sleep``, ``ctx.step.sleep_until`` and ``ctx.step.wait_for_event``.
     """
 
     id: str
@@ -32,6 +38,21 @@ class JobContext:
     logger: logging.Logger = field(repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _reason: str | None = field(default=None, repr=False)
+    _steps: Steps | None = field(default=None, repr=False)
+    # True while a step statement that may suspend the job is in flight: the lease can vanish
+    # then because this run released it, which the worker must not report as a lost lease.
+    _releasing: bool = field(default=False, repr=False)
+
+    @property
+    def step(self) -> Steps:
+        """Durable steps of this run (``run``, ``sleep``, ``sleep_until``, ``wait_for_event``)."""
+        if self._steps is None:
+            raise ConfigurationError(
+                code="STEPS_UNAVAILABLE",
+                cause=f"this JobContext of job {self.name!r} was not made by a worker, so it has no step store",
+                fix="run the job through a worker (await app.worker().run(burst=True)) to use ctx.step",
+            )
+        return self._steps
 
     @property
     def cancelled(self) -> bool:

@@ -9,6 +9,11 @@ The tree::
     ├── SchemaError                 the schema is missing or newer than this code (SCHEMA_*)
     ├── JobNotFoundError            no job with that id (JOB_NOT_FOUND)
     ├── OperatorRefusedError        an operator verb does not apply to the job's state
+    ├── StepError                   a durable step was misused (STEP_*); some park the job at once
+    │   ├── StepDuplicateError      two steps of one run share a name (STEP_DUPLICATE)
+    │   ├── StepReplayError         the run no longer calls its recorded steps in order (STEP_REPLAY_MISMATCH)
+    │   ├── StepResultError         a step returned a value that is not JSON (STEP_RESULT_INVALID)
+    │   └── StepTimeoutError        a step ran past its own timeout= (STEP_TIMEOUT)
     └── EmbeddedServerError         the embedded PostgreSQL could not be found or started
 
 Signals a job body raises to steer the queue. They are control flow, not crashes:
@@ -81,6 +86,64 @@ class OperatorRefusedError(WorkhorseError):
     """An operator verb (cancel, requeue, promote, rm) does not apply to the job as it is."""
 
     code = "OPERATOR_REFUSED"
+
+
+class StepError(WorkhorseError):
+    """A durable step was misused. ``terminal`` ones dead-letter the job now: retrying cannot help."""
+
+    code = "STEP_ERROR"
+    terminal = False
+
+
+class StepDuplicateError(StepError):
+    """Two steps of one run share a name. Names are the replay key: a duplicate is never overwritten."""
+
+    code = "STEP_DUPLICATE"
+    terminal = True
+
+    def __init__(self, job: str, step: str) -> None:
+        super().__init__(
+            cause=f"job {job!r} called a second step named {step!r} in one run; step names are the replay "
+            "key, so each must be unique within a run",
+            fix=f"give each call its own deterministic name, e.g. f'{step}:{{i}}' inside a loop",
+        )
+        self.step = step
+
+
+class StepReplayError(StepError):
+    """The run reached a recorded position under another step name: its code changed between runs."""
+
+    code = "STEP_REPLAY_MISMATCH"
+    terminal = True
+
+    def __init__(self, job: str, job_id: str, position: int, recorded: str, called: str) -> None:
+        super().__init__(
+            cause=f"job {job!r} ({job_id}) recorded step {recorded!r} at position {position}, but this run "
+            f"calls {called!r} there: the job's code changed its steps while the run was in flight, and "
+            "replaying a result into the wrong step is never safe, so the run is parked (dead-lettered)",
+            fix=f"workhorse requeue {job_id} --from-step {recorded}   # re-run from there with the new code",
+        )
+        self.recorded = recorded
+        self.called = called
+
+
+class StepResultError(StepError):
+    """A step returned something that cannot be stored as JSON; the step is recorded failed."""
+
+    code = "STEP_RESULT_INVALID"
+
+
+class StepTimeoutError(StepError):
+    """One call of a step's function ran past the step's own ``timeout=``."""
+
+    code = "STEP_TIMEOUT"
+
+    def __init__(self, step: str, seconds: float) -> None:
+        super().__init__(
+            cause=f"step {step!r} ran past its timeout of {seconds:g}s and was cancelled",
+            fix=f"raise the step's timeout= or make {step!r} faster; step retry= retries it within the attempt",
+        )
+        self.step = step
 
 
 class EmbeddedServerError(WorkhorseError):

@@ -17,6 +17,10 @@ Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs contin
 or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
 at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
 the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
+
+A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
+its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
+with nothing to settle (counted as ``suspended``), and a later claim resumes it from its steps.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ from typing import TYPE_CHECKING, Any
 from workhorse._runtime.execute import Run, Verdict, execute
 from workhorse._runtime.listener import Listener
 from workhorse.context import JobContext
-from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, WorkerInfo
+from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, StepFence, WorkerInfo
+from workhorse.drivers.memory import MemoryDriver
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Outcome, OutcomeKind
+from workhorse.steps import Steps
 
 if TYPE_CHECKING:
     from workhorse.app import App
@@ -60,7 +66,8 @@ LOOP_LAG_WARNING = 1.0  # seconds the body loop may be unresponsive before we na
 
 @dataclass
 class WorkerStats:
-    """What one worker did. ``interrupted`` counts attempts handed back by a drain, unspent."""
+    """What one worker did. ``interrupted`` counts attempts handed back by a drain, unspent;
+    ``suspended`` runs that suspended themselves in a step (a sleep or a wait), also unspent."""
 
     claimed: int = 0
     completed: int = 0
@@ -68,6 +75,7 @@ class WorkerStats:
     dead: int = 0
     failed: int = 0
     interrupted: int = 0
+    suspended: int = 0
     lease_lost: int = 0
     settle_missed: int = 0
     buried: int = 0
@@ -299,9 +307,16 @@ class Worker:
         )
         self._control = control
         listener = None
+        unsubscribe = None
         if not self.app.is_memory:
             listener = Listener(self.app.database_url, f"{self.app.schema}_jobs", self.queues, control.wake)
             listener.start()
+        elif isinstance(claim, MemoryDriver):  # the in-process stand-in for NOTIFY: enqueue and publish wake us
+
+            def wake() -> None:
+                control.loop.call_soon_threadsafe(control.wake.set)
+
+            unsubscribe = claim.subscribe(wake)
         await self._register(control)
         ready.set()
         log.info(
@@ -322,6 +337,8 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
             if listener is not None:
                 await listener.stop()
+            if unsubscribe is not None:
+                unsubscribe()
             with contextlib.suppress(WorkhorseError):
                 await control.heartbeat.deregister_worker(self.id)
             for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
@@ -410,6 +427,12 @@ class Worker:
             worker_id=self.id,
             logger=logging.getLogger(f"workhorse.job.{claimed.name}"),
         )
+        ctx._steps = Steps(
+            ctx,
+            driver=lambda: self.app.driver,  # the body loop's driver, resolved when a step runs there
+            fence=StepFence(claimed.id, self.id, claimed.claims),
+            is_async=handle.is_async,
+        )
         run = Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic())
         held = _Held(
             run=run,
@@ -447,6 +470,10 @@ class Worker:
 
     def _body_finished(self, control: _Control, held: _Held, verdict: Verdict) -> None:
         held.body_done = True
+        if verdict.suspended:
+            self.stats.suspended += 1
+            self._forget(control, held)
+            return
         if verdict.outcome is None:
             if held.run.reasons and held.run.reasons[0] != "cancelled":
                 self.stats.lease_lost += 1
@@ -653,7 +680,7 @@ class Worker:
             if not beat.registered:
                 await self._register(control)
             for h in held:
-                if h.lease.job_id not in beat.held and not h.settled:
+                if h.lease.job_id not in beat.held and not h.settled and not h.run.ctx._releasing:
                     log.warning(
                         "worker %s: job %s (%s) is no longer ours: cancelling its body",
                         self.id,

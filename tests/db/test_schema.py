@@ -12,6 +12,8 @@ from workhorse import App, JobContext, SchemaError
 from workhorse._db import migrate
 from workhorse._db.queries import jobs as job_sql
 from workhorse._db.queries import migrations as migration_sql
+from workhorse._db.queries import scheduler as scheduler_sql
+from workhorse._db.queries import steps as step_sql
 
 
 async def test_concurrent_migrations_apply_each_file_once(database_url: str, schema: str) -> None:
@@ -60,7 +62,7 @@ async def test_a_worker_refuses_a_schema_newer_than_its_code(pg_app: App, databa
 
 def _statements() -> list[tuple[str, str]]:
     found = []
-    for module in (job_sql, migration_sql):
+    for module in (job_sql, migration_sql, scheduler_sql, step_sql):
         for name, value in vars(module).items():
             if (
                 name.isupper()

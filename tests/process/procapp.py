@@ -83,3 +83,33 @@ async def file_sleeper(ctx: JobContext, payload: dict[str, float]) -> str:
     finally:
         file_ledger(ctx, "end")
     return "slept"
+
+
+# -- durable steps (tests/steps/test_process_steps.py) ---------------------------------------------
+
+
+def record(job_id: str, attempt: int, event: str) -> str:
+    """A step's side effect: one ledger row per execution, whatever happens to the worker after."""
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(
+            f"insert into {SCHEMA}.ledger (job_id, attempt, pid, event) values (%s, %s, %s, %s)",  # type: ignore[arg-type]
+            (job_id, attempt, os.getpid(), event),
+        )
+    return event
+
+
+@app.job(name="two_steps", tenant="none", retry=Retry(attempts=3, base=0))
+async def two_steps(ctx: JobContext, payload: dict[str, float]) -> list[str]:
+    first = await ctx.step.run("first", record, ctx.id, ctx.attempt, "first")
+    if ctx.attempt == 1:
+        await asyncio.sleep(payload["pause"])  # the test SIGKILLs the worker here, between the steps
+    second = await ctx.step.run("second", record, ctx.id, ctx.attempt, "second")
+    return [first, second]
+
+
+@app.job(name="step_napper", tenant="none", retry=Retry(attempts=1))
+async def step_napper(ctx: JobContext, payload: dict[str, str]) -> str:
+    await ctx.step.run("before", record, ctx.id, ctx.attempt, "before")
+    await ctx.step.sleep("nap", payload["nap"])
+    await ctx.step.run("after", record, ctx.id, ctx.attempt, "after")
+    return "rested"

@@ -64,6 +64,8 @@ def test_app_option_refusals() -> None:
     with pytest.raises(ConfigurationError):
         App(schema="Bad-Name")
     with pytest.raises(ConfigurationError):
+        App(schema="s" * 49)  # "<schema>_jobs" must stay a valid NOTIFY channel
+    with pytest.raises(ConfigurationError):
         App(driver="memory", max_payload_bytes=0)
 
 

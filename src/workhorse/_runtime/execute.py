@@ -3,6 +3,10 @@
 A deadline CANCELS the body first, then fails the attempt. An async body is cancelled at its next
 await; a sync body runs in the worker's thread pool, is told through ``ctx.cancelled``, and keeps
 its slot until its thread returns — whatever it returns after its deadline is never written.
+
+A run that suspends itself (``ctx.step.sleep``, ``ctx.step.wait_for_event``) has already written
+its row ``suspended`` in the step's own fenced statement; its verdict writes nothing more. A step
+write that finds the claim gone (``LeaseLostError``) ends the attempt with nothing written.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from typing import Any
 
 from workhorse.context import JobContext
 from workhorse.drivers.base import Claimed, Outcome
-from workhorse.errors import JobCancelledError, PayloadError
+from workhorse.errors import JobCancelledError, LeaseLostError, PayloadError, StepError
 from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
-from workhorse.retry import decide
+from workhorse.retry import Decision, decide
+from workhorse.steps import StepSuspension
 
 TRACEBACK_LIMIT = 8_000
 MESSAGE_LIMIT = 2_000
@@ -45,13 +50,15 @@ def error_json(error: BaseException) -> str:
 
 @dataclass
 class Verdict:
-    """What the worker settles for one attempt. ``outcome`` None: write nothing (lease lost, cancelled)."""
+    """What the worker settles for one attempt. ``outcome`` None: write nothing (lease lost, cancelled,
+    or ``suspended``: the step statement already moved the row)."""
 
     outcome: Outcome | None
     result: str | None = None
     error: str | None = None
     delay: float = 0.0
     result_value: Any = None
+    suspended: bool = False
 
 
 @dataclass
@@ -92,11 +99,17 @@ async def execute(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) 
         except PayloadError as error:
             return _failure(run, error)
         return Verdict("done", result=encoded, result_value=value)
+    except StepSuspension:
+        return Verdict(None, suspended=True)  # control flow: the row is already suspended
     except asyncio.CancelledError:
         if run.reasons:
             return _cancelled_verdict(run)
         raise
     except JobCancelledError:
+        return _cancelled_verdict(run)
+    except LeaseLostError:
+        if not run.reasons:  # a fenced step write found the claim gone before the heartbeat did
+            run.reasons.append("lease lost")
         return _cancelled_verdict(run)
     except Exception as error:
         if run.reasons and run.reasons[0] != "timeout":
@@ -117,7 +130,10 @@ def _cancelled_verdict(run: Run) -> Verdict:
 
 
 def _failure(run: Run, error: BaseException) -> Verdict:
-    decision = decide(run.handle.retry, run.claimed.attempt, error)
+    if isinstance(error, StepError) and error.terminal:  # a misused step: retrying cannot help
+        decision = Decision("dead" if run.handle.retry.dead_letter else "failed")
+    else:
+        decision = decide(run.handle.retry, run.claimed.attempt, error)
     outcome: Outcome = "retry" if decision.verdict == "retry" else decision.verdict
     return Verdict(outcome, error=error_json(error), delay=decision.delay)
 

@@ -1,13 +1,23 @@
 """The ``workhorse`` command line (click + rich). ``main`` is the console script.
 
 One module per concept: ``main`` (root options, app loading, refusals), ``run`` (migrate,
-worker), ``fleet`` (workers), ``jobs`` (ls, show and the operator verbs), ``db`` (the embedded server), ``demo``.
+worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show and the operator verbs), ``db``
+(the embedded server), ``demo``.
 """
 
-from workhorse.cli import db, demo, fleet, jobs, run
+from workhorse.cli import db, demo, fleet, jobs, run, tasks
 from workhorse.cli.main import cli, main
 
-for _command in (run.migrate, run.worker, fleet.workers, *jobs.COMMANDS, db.db, demo.demo):
+for _command in (
+    run.migrate,
+    run.worker,
+    tasks.scheduler,
+    tasks.tasks,
+    fleet.workers,
+    *jobs.COMMANDS,
+    db.db,
+    demo.demo,
+):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from workhorse.app import DEFAULT_PAGE, MAX_PAGE, App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, state_text, stdout, trim
+from workhorse.cli.output import ago, emit_json, span, state_text, stdout, trim
 from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page
 from workhorse.errors import JobNotFoundError
 
@@ -183,12 +183,7 @@ def job_panel(job: Job) -> Panel:
     if job.progress is not None:
         grid.add_row("progress", _pretty(job.progress))
     if job.steps:
-        steps = Table(box=None, pad_edge=False, header_style="bold")
-        steps.add_column("step")
-        steps.add_column("state")
-        for step in job.steps:
-            steps.add_row(str(step.get("name", "?")), state_text(str(step.get("state", "?"))))
-        grid.add_row("steps", steps)
+        grid.add_row("steps", steps_table(job.steps, now))
     else:
         grid.add_row("steps", Text("none", style="dim"))
     parts: list[RenderableType] = [grid]
@@ -202,6 +197,57 @@ def job_panel(job: Job) -> Panel:
         if trace:
             parts.append(Text(str(trace).rstrip(), style="dim"))
     return Panel(Group(*parts), title=Text(job.name, style="bold"), title_align="left", expand=False)
+
+
+STEP_STATE_STYLES = {"done": "green", "failed": "red", "sleeping": "magenta", "waiting": "magenta"}
+
+
+def steps_table(steps: list[dict[str, Any]], now: datetime) -> Table:
+    """One row per recorded step, in run order: state, attempt, when, how long, and what it
+    answered (a trimmed result, the error, or what a sleep or wait is suspended on)."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("step", overflow="fold", min_width=12)
+    table.add_column("state", no_wrap=True)
+    table.add_column("attempt", justify="right", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("took", justify="right", no_wrap=True)
+    table.add_column("result / error", overflow="ellipsis", no_wrap=True, max_width=60)
+    for step in steps:
+        state = str(step.get("state", "?"))
+        started, finished = _when(step.get("started_at")), _when(step.get("finished_at"))
+        took = "-" if started is None or finished is None else _span_ms((finished - started).total_seconds())
+        table.add_row(
+            str(step.get("name", "?")),
+            Text(state, style=STEP_STATE_STYLES.get(state, "")),
+            str(step.get("attempt", "")),
+            ago(started, now) if started is not None else "-",
+            took,
+            _step_outcome(step, now),
+        )
+    return table
+
+
+def _step_outcome(step: dict[str, Any], now: datetime) -> Text:
+    state = step.get("state")
+    if state in ("sleeping", "waiting"):
+        wake = _when(step.get("wake_at"))
+        until = "" if wake is None else f" (until {ago(wake, now)})"
+        if state == "waiting":
+            key = "" if step.get("key") is None else f" key={step['key']}"
+            return Text(f"waiting for {step.get('event')}{key}{until}", style="magenta")
+        return Text(f"sleeping{until}", style="magenta")
+    error = step.get("error")
+    if error:
+        return Text(_error_line(error, 60), style="red")
+    return Text(trim(json.dumps(step.get("result"), ensure_ascii=False, default=str), 60))
+
+
+def _when(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+
+
+def _span_ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else span(seconds)
 
 
 def _pretty(value: Any) -> RenderableType:
@@ -243,14 +289,37 @@ cancel = _verb(
     summary="Cancel a job that has not finished. A running job is stopped at its next heartbeat.",
     example="workhorse cancel 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
 )
-requeue = _verb(
-    "requeue",
-    "requeued",
-    App.requeue,
-    short="Run a finished job again.",
-    summary="Run a finished job (done, failed, dead, cancelled) again, with its attempts reset.",
-    example="workhorse requeue 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
+
+
+@click.command("requeue", short_help="Run a finished job again.")
+@click.argument("job_id", metavar="ID")
+@click.option(
+    "--from-step",
+    "from_step",
+    metavar="NAME",
+    help="Drop this step and every later one first, so the run calls them again.",
 )
+@json_option
+@pass_state
+def requeue(state: State, job_id: str, from_step: str | None, as_json: bool) -> None:
+    """Run a finished job (done, failed, dead, cancelled) again, with its attempts reset.
+
+    Its recorded steps replay from the store; with --from-step the named step and every step
+    after it are dropped (in the same statement that re-queues the job) and run again.
+
+    \b
+    Examples:
+      workhorse requeue 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e
+      workhorse requeue 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e --from-step send-email
+    """
+    job = run_with_app(state.app(), lambda app: app.requeue(job_id, from_step=from_step))
+    if as_json:
+        emit_json(job.to_dict())
+        return
+    tail = "" if from_step is None else f", from step {from_step}"
+    stdout().print(Text.assemble(("requeued", "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state), tail))
+
+
 promote = _verb(
     "promote",
     "promoted",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import click
@@ -21,6 +21,7 @@ from workhorse.cli.main import FAILED, Refusal, State, json_option, pass_state
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
+from workhorse.scheduler import Scheduler
 from workhorse.worker import Worker, WorkerStats
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
@@ -93,8 +94,8 @@ def migrate(state: State, print_sql: bool, as_json: bool) -> None:
 @click.option(
     "--no-scheduler",
     is_flag=True,
-    help="Do not take part in running cron tasks. (The scheduler role is not part of this release yet; "
-    "the flag is accepted so deployments can already pass it.)",
+    help="Do not take part in running cron tasks. By default the worker also runs the scheduler role "
+    "(one leader across the fleet fires the app's @app.task schedules); --burst never does.",
 )
 @json_option
 @pass_state
@@ -122,10 +123,12 @@ def worker(
       workhorse --app myproject.jobs:app worker --burst      # cron-driven batch runs
     """
     app = state.app(required=True)
+    # The scheduler role runs beside the worker unless refused, in burst mode, or with no task to fire.
+    # Then ONE pair of signal handlers (the CLI's) stops both; the worker installs none of its own.
+    with_scheduler = not no_scheduler and not burst and bool(app.tasks)
     options: dict[str, Any] = {"drain_timeout": _duration(drain_timeout)}
-    if "scheduler" in inspect.signature(Worker).parameters:
-        # Passed along once the worker grows its scheduler role; until then the flag is inert.
-        options["scheduler"] = not no_scheduler
+    if with_scheduler:
+        options["handle_signals"] = False
     runner = app.worker(
         queues=_queues(queues),
         concurrency=_concurrency(concurrency),
@@ -141,17 +144,20 @@ def worker(
             app.schema,
             " (burst)" if burst else "",
         )
-        stats = _run(runner, burst=burst)
+        scheduler = Scheduler(app, handle_signals=False) if with_scheduler else None
+        stats = _run(runner, burst=burst, scheduler=scheduler)
         if as_json:
             emit_json(stats.as_dict())
         if state.standalone:
             _exit_if_threads_stuck(runner)
 
 
-def _run(runner: Worker, *, burst: bool) -> WorkerStats:
+def _run(runner: Worker, *, burst: bool, scheduler: Scheduler | None = None) -> WorkerStats:
     async def body() -> WorkerStats:
         try:
-            return await runner.run(burst=burst)
+            if scheduler is None:
+                return await runner.run(burst=burst)
+            return await _run_with_scheduler(runner, scheduler)
         finally:
             await runner.app.close()
 
@@ -161,6 +167,60 @@ def _run(runner: Worker, *, burst: bool) -> WorkerStats:
         raise  # refused before it started: exit 2 like every refusal
     except WorkhorseError as error:
         raise Refusal(error, FAILED) from error
+
+
+async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerStats:
+    """The worker and the scheduler role side by side, under one pair of signal handlers.
+
+    First SIGTERM/SIGINT: the worker drains, and the scheduler finishes its round and releases its
+    lease at once (it does not wait for the drain). Second: the drain is cut off. A scheduler
+    that fails drains the worker too, so the process exits and its supervisor restarts it.
+    """
+    loop = asyncio.get_running_loop()
+    log = logging.getLogger("workhorse.cli")
+    received = 0
+    stopping: set[asyncio.Task[None]] = set()
+
+    def stop(coroutine: Coroutine[Any, Any, None]) -> None:
+        task = loop.create_task(coroutine)
+        stopping.add(task)
+        task.add_done_callback(stopping.discard)
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal received
+        received += 1
+        if received == 1:
+            log.warning("worker %s: %s received, draining; the scheduler steps down", runner.id, sig.name)
+            stop(scheduler.stop())
+            stop(runner.stop())
+        else:
+            log.warning("worker %s: %s received again, cutting off the drain now", runner.id, sig.name)
+            stop(runner.stop(cut_off=True))
+
+    installed: list[signal.Signals] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, on_signal, sig)
+                installed.append(sig)
+
+    def scheduler_ended(task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("worker %s: the scheduler role failed (%r); draining the worker", runner.id, task.exception())
+            stop(runner.stop())
+
+    role = loop.create_task(scheduler.run(), name="scheduler")
+    role.add_done_callback(scheduler_ended)
+    try:
+        stats = await runner.run()
+    finally:
+        await scheduler.stop()  # the worker ended (drained or failed): step the role down too
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        if stopping:
+            await asyncio.gather(*stopping, return_exceptions=True)
+    await role  # re-raises what failed the role
+    return stats
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ ALL_STATES: tuple[str, ...] = (
 Outcome = Literal["done", "retry", "interrupted", "dead", "failed"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built once per enqueued job, and frozen __init__ is slow
 class NewJob:
     """One job to insert. ``payload`` is already-validated JSON text."""
 
@@ -213,6 +213,101 @@ class Settlement:
 
 
 @dataclass(frozen=True)
+class StepFence:
+    """The claim a step write names: it lands only while this worker still holds this claim."""
+
+    job_id: str
+    worker_id: str
+    claims: int
+
+
+StepState = Literal["done", "failed", "sleeping", "waiting"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One recorded step of a job, as a run hydrates it. ``result`` is decoded JSON."""
+
+    name: str
+    seq: int
+    state: str
+    result: Any
+    error: dict[str, Any] | None
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    wake_at: datetime | None = None
+    event: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class StepAnswer:
+    """What a sleep or wait statement decided. ``state`` 'done': carry on with ``result`` (a wait's
+    event payload, None on timeout); 'sleeping'/'waiting': the job is already suspended until ``wake_at``."""
+
+    state: str
+    result: Any = None
+    wake_at: datetime | None = None
+    matched: bool = False
+
+
+@dataclass(frozen=True)
+class PublishedEvent:
+    """What ``publish_event`` answers: the stored event and how many suspended runs it woke."""
+
+    id: str
+    name: str
+    key: str | None
+    published_at: datetime
+    expires_at: datetime
+    woken: int
+
+
+def shown_step(
+    *,
+    name: str,
+    seq: int,
+    state: str,
+    attempt: int,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    wake_at: datetime | None,
+    event: str | None,
+    key: str | None,
+    result: Any,
+    preview: str | None,
+    error_type: str | None,
+    error_message: str | None,
+) -> dict[str, Any]:
+    """One step as ``show`` lists it (``Job.steps``), from what ``steps.LIST_SHOWN`` answers.
+    Both drivers build it here, so ``show --json`` prints the same keys on each."""
+
+    def iso(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+    shown: dict[str, Any] = {
+        "name": name,
+        "position": seq,
+        "state": state,
+        "attempt": attempt,
+        "started_at": iso(started_at),
+        "finished_at": iso(finished_at),
+        "result": preview + "…" if preview is not None else result,
+        "result_trimmed": preview is not None,
+        "error": None
+        if error_type is None and error_message is None
+        else {"type": error_type, "message": error_message},
+    }
+    if state in ("sleeping", "waiting") or wake_at is not None:
+        shown["wake_at"] = iso(wake_at)
+    if event is not None:
+        shown["event"] = event
+        shown["key"] = key
+    return shown
+
+
+@dataclass(frozen=True)
 class ListFilter:
     queue: str | None = None
     name: str | None = None
@@ -276,10 +371,52 @@ class Driver(Protocol):
 
     async def cancel(self, job_id: str) -> Job: ...
 
-    async def requeue(self, job_id: str) -> Job: ...
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
+        """Re-queue a finished job. ``from_step`` drops that step and every later one (by position)
+        in the statement that moves the row; without it the recorded steps replay."""
 
     async def promote(self, job_id: str) -> Job: ...
 
     async def remove(self, job_id: str) -> Job: ...
 
     async def close(self) -> None: ...
+
+    # -- durable steps and events (``workhorse.steps``) -------------------------------------------
+
+    async def list_steps(self, job_id: str) -> list[StepRecord]:
+        """Every recorded step of a job, in position order: ONE read, when a run starts stepping."""
+
+    async def put_step(
+        self,
+        fence: StepFence,
+        *,
+        name: str,
+        seq: int,
+        state: Literal["done", "failed"],
+        result: str | None,
+        error: str | None,
+        elapsed: float,
+    ) -> bool:
+        """Record a finished step, fenced on the claim; False when the claim is no longer held.
+        A failed step may be overwritten by a later run of it; a done one never is."""
+
+    async def sleep_step(
+        self, fence: StepFence, *, name: str, seq: int, delay: float | None, until: datetime | None
+    ) -> StepAnswer | None:
+        """Record (or resume) a sleep and, unless it is already over, suspend the job until it ends —
+        one statement, fenced on the claim. None when the claim is no longer held."""
+
+    async def wait_step(
+        self, fence: StepFence, *, name: str, seq: int, event: str, key: str | None, within: float
+    ) -> StepAnswer | None:
+        """Record (or resume) a wait: answer the earliest matching event published at or after the
+        wait began, or None past the deadline; otherwise suspend the job until the deadline."""
+
+    async def publish_event(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        """Store an event and wake every run suspended on a matching wait, in one statement."""
+
+    def publish_event_sync(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        """``publish_event`` for synchronous callers, from any thread."""
+
+    async def purge_expired_events(self) -> int:
+        """Delete expired events in small batches; answers how many rows went."""

@@ -4,8 +4,12 @@ Every method mirrors one statement of ``workhorse._db.queries.jobs`` (and how ``
 reads its answer), so the parity suite can run each scenario on both drivers: the same claim order
 and the same two claim arms (burying lapsed final attempts), a due ``delayed`` row reported
 ``ready``, settle and heartbeat fenced on ``state = 'running'``, ``worker_id`` and ``claims``, the
-idempotency key held by LIVE rows of ``(name, tenant or '', key)``, newest-first keyset pages, and
-operator verbs guarded by the same states and refused with the same ``refusals``.
+idempotency key held by LIVE rows of ``(name, tenant or '', key)``, newest-first keyset pages,
+operator verbs guarded by the same states and refused with the same ``refusals``, and the step
+and event statements of ``workhorse._db.queries.steps`` (fenced writes, suspension in the step's
+own write, waits answered by the earliest unexpired event at or after they began, publish waking
+matching suspended runs). Where Postgres NOTIFYs (enqueue, a publish that woke runs), this driver
+calls its subscribers (``subscribe``): that is how an in-process worker is woken.
 
 The injected clock is this driver's database clock (``now()`` in Postgres): it is read once per
 call, so one call decides with one instant, as one statement does. Payloads, results and errors
@@ -17,14 +21,16 @@ holding the lock across an await.
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import re
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from workhorse._db.migrate import available
 from workhorse.drivers import refusals
@@ -40,8 +46,13 @@ from workhorse.drivers.base import (
     ListFilter,
     NewJob,
     Page,
+    PublishedEvent,
     Settlement,
+    StepAnswer,
+    StepFence,
+    StepRecord,
     WorkerInfo,
+    shown_step,
 )
 from workhorse.errors import ConfigurationError, PayloadError
 
@@ -49,6 +60,9 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F
 _OUTCOMES = frozenset({"done", "retry", "interrupted", "dead", "failed"})
 _FINISHING = frozenset({"done", "dead", "failed"})
 _KeySlot = tuple[str, str, str]
+SHOWN_LIMIT = 1_000  # steps.LIST_SHOWN's trim
+PURGE_BATCH = 1_000
+log = logging.getLogger("workhorse.memory")
 
 
 def _system_clock() -> datetime:
@@ -113,8 +127,8 @@ class _Row:
         return None if self.key is None else (self.name, self.tenant or "", self.key)
 
     def reported_state(self, now: datetime) -> str:
-        """``JOB_COLUMNS``: a due 'delayed' row reads 'ready'."""
-        return "ready" if self.state == "delayed" and self.run_at <= now else self.state
+        """``JOB_COLUMNS``: a due 'delayed' or 'suspended' row reads 'ready'."""
+        return "ready" if self.state in ("delayed", "suspended") and self.run_at <= now else self.state
 
     def holds(self, worker_id: str, claims: int) -> bool:
         """The fence every claim holder's write names: still running, same worker, same claim."""
@@ -170,6 +184,53 @@ class _Row:
         )  # fmt: skip
 
 
+@dataclass(slots=True)
+class _StepRow:
+    """One row of ``steps``; JSON columns held as text."""
+
+    name: str
+    seq: int
+    state: str
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None = None
+    result: str | None = None
+    error: str | None = None
+    wake_at: datetime | None = None
+    event: str | None = None
+    key: str | None = None
+
+    def record(self) -> StepRecord:
+        return StepRecord(
+            name=self.name, seq=self.seq, state=self.state, result=_load(self.result), error=_load(self.error),
+            attempt=self.attempt, started_at=self.started_at, finished_at=self.finished_at,
+            wake_at=self.wake_at, event=self.event, key=self.key,
+        )  # fmt: skip
+
+    def shown(self) -> dict[str, Any]:
+        """``LIST_SHOWN``: a result over the limit trimmed, the error's type and message only."""
+        trimmed = self.result is not None and len(self.result) > SHOWN_LIMIT
+        error = _load(self.error) or {}
+        return shown_step(
+            name=self.name, seq=self.seq, state=self.state, attempt=self.attempt, started_at=self.started_at,
+            finished_at=self.finished_at, wake_at=self.wake_at, event=self.event, key=self.key,
+            result=None if trimmed else _load(self.result),
+            preview=self.result[:SHOWN_LIMIT] if trimmed and self.result is not None else None,
+            error_type=error.get("type"),
+            error_message=None if error.get("message") is None else str(error["message"])[:SHOWN_LIMIT],
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
+class _EventRow:
+    id: int
+    name: str
+    key: str | None
+    payload: str
+    published_at: datetime
+    expires_at: datetime
+
+
 class MemoryDriver:
     """The ``Driver`` in one process. ``clock`` is its database clock (default: UTC wall time)."""
 
@@ -180,7 +241,34 @@ class MemoryDriver:
         self._lock = threading.Lock()
         self._rows: dict[str, _Row] = {}
         self._workers: dict[str, WorkerInfo] = {}
+        self._steps: dict[str, dict[str, _StepRow]] = {}
+        self._events: list[_EventRow] = []
+        self._event_ids = itertools.count(1)
+        self._subscribers: list[Callable[[], None]] = []
         self._migrated = False
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (from any thread) when work may have become due: an enqueue, or a publish
+        that woke runs — what NOTIFY does for Postgres workers. Answers the unsubscribe function."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self) -> None:
+        """Call the subscribers, outside the lock; one that fails never fails the statement."""
+        with self._lock:
+            callbacks = list(self._subscribers)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a subscriber whose loop closed: the poll still finds the work
+                log.debug("a memory-driver subscriber failed", exc_info=True)
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -268,7 +356,8 @@ class MemoryDriver:
                 if slot is not None:
                     held[slot] = job_id
                 refs.append(JobRef(job_id))
-            return refs
+        self._notify()
+        return refs
 
     # -- claim, heartbeat, settle ---------------------------------------------------------------
 
@@ -294,12 +383,12 @@ class MemoryDriver:
                     continue
                 lapsed = [r for r in mine if r.state == "running" and (r.lease_expires_at or now) < now]
                 lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:slots]
-                due = [r for r in mine if r.state in ("ready", "delayed") and r.run_at <= now]
+                due = [r for r in mine if r.state in ("ready", "delayed", "suspended") and r.run_at <= now]
                 due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:slots]
                 picked = ([r for r in lapsed if r.attempt < r.max_attempts] + due)[:slots]
                 buried += [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
                 claimed += [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
-                later = [r.run_at for r in mine if r.state == "delayed" and r.run_at > now]
+                later = [r.run_at for r in mine if r.state in ("delayed", "suspended") and r.run_at > now]
                 later += [
                     r.lease_expires_at
                     for r in mine
@@ -391,7 +480,10 @@ class MemoryDriver:
         with self._lock:
             now = self._now()
             r = self._get(job_id)
-            return None if r is None else r.job(now)
+            if r is None:
+                return None
+            steps = sorted(self._steps.get(r.id, {}).values(), key=lambda s: (s.seq, s.started_at or now))
+            return replace(r.job(now), steps=[s.shown() for s in steps])
 
     async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
         with self._lock:
@@ -420,17 +512,25 @@ class MemoryDriver:
             r.finished_at, r.updated_at = now, now
             return r.job(now)
 
-    async def requeue(self, job_id: str) -> Job:
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
         with self._lock:
             now = self._now()
             r = self._find(job_id)
             if r.state in LIVE_STATES:
                 raise refusals.not_requeueable(job_id, r.reported_state(now))
+            steps = self._steps.get(r.id, {})
+            if from_step is not None and from_step not in steps:
+                raise refusals.step_unknown(job_id, from_step, [s.name for s in sorted(steps.values(), key=_by_seq)])
             if (slot := r.slot()) is not None and (holder := self._live_holder(slot)) is not None:
                 raise refusals.key_held(job_id, slot[2], holder.id)  # the live-key index refuses it
             r.state, r.attempt, r.run_at, r.result, r.finished_at = "ready", 0, now, None, None
             r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
-            return r.job(now)
+            if from_step is not None:  # REQUEUE_FROM_STEP: that step and every later one, by position
+                cut = steps[from_step].seq
+                for name in [s.name for s in steps.values() if s.seq >= cut]:
+                    del steps[name]
+        self._notify()
+        return await self.get_job(job_id)  # type: ignore[return-value]
 
     async def promote(self, job_id: str) -> Job:
         with self._lock:
@@ -448,7 +548,163 @@ class MemoryDriver:
             if r.state == "running":
                 raise refusals.not_removable(job_id)
             del self._rows[r.id]
+            self._steps.pop(r.id, None)  # on delete cascade
             return r.job(now)
 
     async def close(self) -> None:
         return None
+
+    # -- durable steps and events: steps.LIST, PUT, SLEEP, WAIT, PUBLISH, PURGE_EXPIRED ------------
+
+    def _fenced(self, fence: StepFence) -> _Row | None:
+        r = self._get(fence.job_id)
+        return r if r is not None and r.holds(fence.worker_id, fence.claims) else None
+
+    async def list_steps(self, job_id: str) -> list[StepRecord]:
+        with self._lock:
+            canonical = _canonical(job_id)
+            rows = [] if canonical is None else list(self._steps.get(canonical, {}).values())
+            return [s.record() for s in sorted(rows, key=_by_seq)]
+
+    async def put_step(
+        self,
+        fence: StepFence,
+        *,
+        name: str,
+        seq: int,
+        state: Literal["done", "failed"],
+        result: str | None,
+        error: str | None,
+        elapsed: float,
+    ) -> bool:
+        _json_text(result, "a step result")
+        _json_text(error, "a step error")
+        with self._lock:
+            now = self._now()
+            r = self._fenced(fence)
+            if r is None:
+                return False
+            steps = self._steps.setdefault(r.id, {})
+            prior = steps.get(name)
+            if prior is not None and prior.state != "failed":  # a done step is never overwritten
+                return False
+            steps[name] = _StepRow(
+                name=name, seq=seq, state=state, attempt=r.attempt, started_at=now - timedelta(seconds=elapsed),
+                finished_at=now, result=result, error=error,
+            )  # fmt: skip
+            return True
+
+    def _suspend(self, r: _Row, until: datetime, now: datetime) -> None:
+        """SLEEP/WAIT's ``suspended`` arm: the row leaves the worker, its attempt handed back."""
+        r.state, r.run_at, r.attempt = "suspended", until, max(r.attempt - 1, 0)
+        r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
+
+    async def sleep_step(
+        self, fence: StepFence, *, name: str, seq: int, delay: float | None, until: datetime | None
+    ) -> StepAnswer | None:
+        with self._lock:
+            now = self._now()
+            r = self._fenced(fence)
+            if r is None:
+                return None
+            steps = self._steps.setdefault(r.id, {})
+            prior = steps.get(name)
+            if prior is not None and prior.state != "sleeping":
+                return None
+            if prior is not None and prior.wake_at is not None:
+                wake_at = prior.wake_at  # a recorded sleep keeps its first wake time
+            elif until is not None:
+                wake_at = until.astimezone(UTC)
+            else:
+                wake_at = now + timedelta(seconds=delay or 0.0)
+            over = wake_at <= now
+            steps[name] = _StepRow(
+                name=name, seq=prior.seq if prior is not None else seq, state="done" if over else "sleeping",
+                attempt=r.attempt, started_at=prior.started_at if prior is not None else now,
+                finished_at=now if over else None, wake_at=wake_at,
+            )  # fmt: skip
+            if not over:
+                self._suspend(r, wake_at, now)
+            return StepAnswer(state=steps[name].state, wake_at=wake_at)
+
+    def _earliest(self, event: str, key: str | None, since: datetime, now: datetime) -> _EventRow | None:
+        """WAIT's ``found``: the earliest unexpired event of (name, key) published at or after ``since``."""
+        matching = [
+            e for e in self._events
+            if e.name == event and e.key == key and e.published_at >= since and e.expires_at > now
+        ]  # fmt: skip
+        return min(matching, key=lambda e: (e.published_at, e.id), default=None)
+
+    async def wait_step(
+        self, fence: StepFence, *, name: str, seq: int, event: str, key: str | None, within: float
+    ) -> StepAnswer | None:
+        with self._lock:
+            now = self._now()
+            r = self._fenced(fence)
+            if r is None:
+                return None
+            steps = self._steps.setdefault(r.id, {})
+            prior = steps.get(name)
+            if prior is not None and prior.state != "waiting":
+                return None
+            since = prior.started_at if prior is not None and prior.started_at is not None else now
+            deadline = now + timedelta(seconds=within)
+            if prior is not None and prior.wake_at is not None:
+                deadline = prior.wake_at  # a recorded wait keeps its first deadline
+            found = self._earliest(event, key, since, now)
+            over = found is not None or deadline <= now
+            steps[name] = _StepRow(
+                name=name, seq=prior.seq if prior is not None else seq, state="done" if over else "waiting",
+                attempt=r.attempt, started_at=since, finished_at=now if over else None,
+                result=found.payload if found is not None else None, wake_at=deadline, event=event, key=key,
+            )  # fmt: skip
+            if not over:
+                self._suspend(r, deadline, now)
+            return StepAnswer(
+                state=steps[name].state,
+                result=_load(steps[name].result),
+                wake_at=deadline,
+                matched=found is not None,
+            )
+
+    async def publish_event(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        return self.publish_event_sync(name, key, payload, ttl)
+
+    def publish_event_sync(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        _json_text(payload, "an event payload")
+        with self._lock:
+            now = self._now()
+            row = _EventRow(
+                id=next(self._event_ids), name=name, key=key, payload=payload, published_at=now,
+                expires_at=now + timedelta(seconds=ttl),
+            )  # fmt: skip
+            self._events.append(row)
+            woken = 0
+            for job_id, steps in self._steps.items():
+                r = self._rows.get(job_id)
+                if r is None or r.state != "suspended":
+                    continue
+                if any(
+                    s.state == "waiting" and s.event == name and s.key == key
+                    and s.started_at is not None and s.started_at <= now
+                    for s in steps.values()
+                ):  # fmt: skip
+                    r.state, r.run_at, r.updated_at = "ready", now, now
+                    woken += 1
+        if woken:
+            self._notify()
+        return PublishedEvent(
+            id=str(row.id), name=name, key=key, published_at=row.published_at, expires_at=row.expires_at, woken=woken
+        )
+
+    async def purge_expired_events(self) -> int:
+        with self._lock:
+            now = self._now()
+            kept = [e for e in self._events if e.expires_at > now]
+            removed = len(self._events) - len(kept)
+            self._events = kept
+            return removed
+
+
+def _by_seq(step: _StepRow) -> tuple[int, datetime]:
+    return (step.seq, step.started_at or datetime.min.replace(tzinfo=UTC))

@@ -13,8 +13,9 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any, Literal, LiteralString
 
 import psycopg
 import psycopg.errors
@@ -23,9 +24,11 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
+from workhorse._db.queries import steps as step_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
+    LIVE_STATES,
     Beat,
     Buried,
     Claimed,
@@ -36,18 +39,28 @@ from workhorse.drivers.base import (
     ListFilter,
     NewJob,
     Page,
+    PublishedEvent,
     Settlement,
+    StepAnswer,
+    StepFence,
+    StepRecord,
     WorkerInfo,
+    shown_step,
 )
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
+PURGE_BATCH = 1_000  # expired events deleted per statement: short locks, a loop until done
+_SCHEMA_NAME = re.compile(
+    r"^[a-z_][a-z0-9_]{0,47}$"
+)  # 48 at most: "<schema>_jobs" and friends stay NOTIFY channels (63)
 
 
 def check_schema_name(schema: str) -> str:
     if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
         raise ConfigurationError(
-            cause=f"schema expected a lower-case SQL identifier (letters, digits, _), got {schema!r}",
+            cause="schema expected a lower-case SQL identifier of at most 48 characters (letters, digits, _), "
+            f"got {schema!r}",
             fix="App(schema='workhorse')",
         )
     return schema
@@ -484,6 +497,14 @@ class PostgresDriver:
     # -- reads and operator verbs ---------------------------------------------------------------
 
     async def get_job(self, job_id: str) -> Job | None:
+        """The job with its steps as ``show`` lists them (a second read, only when the job exists)."""
+        job = await self._get_job(job_id)
+        if job is None:
+            return None
+        rows = await self.fetch(step_sql.LIST_SHOWN, {"job_id": job.id, "limit": SHOWN_LIMIT})
+        return replace(job, steps=[_shown(r) for r in rows])
+
+    async def _get_job(self, job_id: str) -> Job | None:
         if not _is_uuid(job_id):
             return None
         rows = await self.fetch(sql.GET, {"id": job_id})
@@ -508,12 +529,12 @@ class PostgresDriver:
 
     async def _verb(self, statement: str, job_id: str) -> tuple[Job | None, Job | None]:
         """Run a guarded verb; answers (job after, job before) — after is None when it missed."""
-        before = await self.get_job(job_id)
+        before = await self._get_job(job_id)
         if before is None:
             raise refusals.not_found(job_id)
         rows = await self.fetch(statement, {"id": job_id})
         if not rows:
-            current = await self.get_job(job_id)
+            current = await self._get_job(job_id)
             if current is None:
                 raise refusals.not_found(job_id)
             return None, current
@@ -526,7 +547,9 @@ class PostgresDriver:
             raise refusals.not_cancellable(job_id, before.state)
         return after
 
-    async def requeue(self, job_id: str) -> Job:
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
+        if from_step is not None:
+            return await self._requeue_from_step(job_id, from_step)
         try:
             after, before = await self._verb(sql.REQUEUE, job_id)
         except DatabaseError as error:
@@ -541,6 +564,28 @@ class PostgresDriver:
             assert before is not None
             raise refusals.not_requeueable(job_id, before.state)
         return after
+
+    async def _requeue_from_step(self, job_id: str, step: str) -> Job:
+        before = await self._get_job(job_id)
+        if before is None:
+            raise refusals.not_found(job_id)
+        try:
+            rows = await self.fetch(sql.REQUEUE_FROM_STEP, {"id": job_id, "step": step})
+        except DatabaseError as error:
+            if isinstance(error.__cause__, psycopg.errors.UniqueViolation):
+                assert before.key is not None
+                raise refusals.key_held(job_id, before.key, await self._live_holder(before)) from None
+            raise
+        if rows:
+            after = await self.get_job(job_id)
+            assert after is not None
+            return after
+        current = await self.get_job(job_id)  # the refusal: gone, live, or no such step
+        if current is None:
+            raise refusals.not_found(job_id)
+        if current.state in LIVE_STATES:
+            raise refusals.not_requeueable(job_id, current.state)
+        raise refusals.step_unknown(job_id, step, [s["name"] for s in current.steps])
 
     async def _live_holder(self, job: Job) -> str | None:
         rows = await self.fetch(
@@ -562,11 +607,149 @@ class PostgresDriver:
         assert before is not None
         return before
 
+    # -- durable steps and events -----------------------------------------------------------------
+
+    async def list_steps(self, job_id: str) -> list[StepRecord]:
+        if not _is_uuid(job_id):
+            return []
+        rows = await self.fetch(step_sql.LIST, {"job_id": job_id})
+        return [
+            StepRecord(
+                name=r["name"],
+                seq=r["seq"],
+                state=r["state"],
+                result=r["result"],
+                error=r["error"],
+                attempt=r["attempt"],
+                started_at=r["started_at"],
+                finished_at=r["finished_at"],
+                wake_at=r["wake_at"],
+                event=r["event"],
+                key=r["event_key"],
+            )
+            for r in rows
+        ]
+
+    async def put_step(
+        self,
+        fence: StepFence,
+        *,
+        name: str,
+        seq: int,
+        state: Literal["done", "failed"],
+        result: str | None,
+        error: str | None,
+        elapsed: float,
+    ) -> bool:
+        rows = await self.fetch(
+            step_sql.PUT,
+            {
+                **_fence(fence),
+                "name": name,
+                "seq": seq,
+                "state": state,
+                "result": result,
+                "error": error,
+                "elapsed": max(elapsed, 0.0),
+            },
+        )
+        return bool(rows)
+
+    async def sleep_step(
+        self, fence: StepFence, *, name: str, seq: int, delay: float | None, until: datetime | None
+    ) -> StepAnswer | None:
+        rows = await self.fetch(
+            step_sql.SLEEP, {**_fence(fence), "name": name, "seq": seq, "delay": delay or 0.0, "until": until}
+        )
+        return _answer(rows)
+
+    async def wait_step(
+        self, fence: StepFence, *, name: str, seq: int, event: str, key: str | None, within: float
+    ) -> StepAnswer | None:
+        params = {**_fence(fence), "name": name, "seq": seq, "event": event, "key": key, "timeout": within}
+        rows = await self._under_event_lock(event, key, step_sql.WAIT, params)
+        return _answer(rows)
+
+    async def _under_event_lock(
+        self, name: str, key: str | None, statement: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """EVENT_LOCK then ``statement`` in one transaction, pipelined: one round trip."""
+        async with self.connection() as conn:
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute(self.q(step_sql.EVENT_LOCK), {"name": name, "key": key})
+                cur = await conn.execute(self.q(statement), params)
+            return await cur.fetchall()
+
+    async def publish_event(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        params = {"name": name, "key": key, "payload": payload, "ttl": ttl, "channel": self.channel}
+        rows = await self._under_event_lock(name, key, step_sql.PUBLISH, params)
+        return _published(name, key, rows[0])
+
+    def publish_event_sync(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
+        params = {"name": name, "key": key, "payload": payload, "ttl": ttl, "channel": self.channel}
+        with self.sync_connection() as conn:
+            with conn.pipeline(), conn.transaction():
+                conn.execute(self.q(step_sql.EVENT_LOCK), {"name": name, "key": key})
+                cur = conn.execute(self.q(step_sql.PUBLISH), params)
+            row = cur.fetchone()
+        assert row is not None
+        return _published(name, key, row)
+
+    async def purge_expired_events(self) -> int:
+        removed = 0
+        while True:
+            rows = await self.fetch(step_sql.PURGE_EXPIRED, {"batch": PURGE_BATCH})
+            batch = int(rows[0]["removed"]) if rows else 0
+            removed += batch
+            if batch < PURGE_BATCH:
+                return removed
+
     async def now(self) -> datetime:
         """The database's clock."""
         rows = await self.fetch("select now() as now")
         value: datetime = rows[0]["now"]
         return value
+
+
+def _fence(fence: StepFence) -> dict[str, Any]:
+    return {"job_id": fence.job_id, "worker_id": fence.worker_id, "claims": fence.claims}
+
+
+def _answer(rows: list[dict[str, Any]]) -> StepAnswer | None:
+    """No row: the fence missed (the claim is gone)."""
+    if not rows:
+        return None
+    r = rows[0]
+    return StepAnswer(state=r["state"], result=r["result"], wake_at=r["wake_at"], matched=bool(r["matched"]))
+
+
+def _published(name: str, key: str | None, row: dict[str, Any]) -> PublishedEvent:
+    return PublishedEvent(
+        id=row["id"],
+        name=name,
+        key=key,
+        published_at=row["published_at"],
+        expires_at=row["expires_at"],
+        woken=int(row["woken"]),
+    )
+
+
+def _shown(r: dict[str, Any]) -> dict[str, Any]:
+    return shown_step(
+        name=r["name"],
+        seq=r["seq"],
+        state=r["state"],
+        attempt=r["attempt"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        wake_at=r["wake_at"],
+        event=r["event"],
+        key=r["event_key"],
+        result=r["result"],
+        preview=r["result_preview"],
+        error_type=r["error_type"],
+        error_message=r["error_message"],
+    )
 
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")

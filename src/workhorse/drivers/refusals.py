@@ -64,3 +64,12 @@ def bad_cursor(after: str) -> WorkhorseError:
         cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
         fix="start from the first page (omit the cursor), then pass each page's `next`",
     )
+
+
+def step_unknown(job_id: str, step: str, known: list[str]) -> WorkhorseError:
+    listed = ", ".join(repr(name) for name in known) if known else "none recorded"
+    return OperatorRefusedError(
+        code="STEP_UNKNOWN",
+        cause=f"job {job_id} has no step named {step!r} (its steps, in order: {listed})",
+        fix=f"workhorse show {job_id}   # copy a step name from its steps",
+    )

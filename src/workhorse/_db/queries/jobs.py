@@ -7,11 +7,11 @@ every write a claim holder makes (settle, heartbeat) names both, together with
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 
-# What every read of a whole job returns. A due 'delayed' row is reported 'ready': the claim
-# treats the two alike once run_at has passed, and so should a person reading the row.
+# What every read of a whole job returns. A due 'delayed' or 'suspended' row is reported 'ready':
+# the claim treats them alike once run_at has passed, and so should a person reading the row.
 JOB_COLUMNS = """
     j.id::text as id, j.name, j.queue, j.tenant,
-    case when j.state = 'delayed' and j.run_at <= now() then 'ready' else j.state end as state,
+    case when j.state in ('delayed', 'suspended') and j.run_at <= now() then 'ready' else j.state end as state,
     j.priority, j.payload, j.result, j.last_error, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
     j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at
@@ -64,10 +64,11 @@ where j.state in ('ready', 'delayed', 'running', 'suspended')
 #   lapsed  running rows whose lease passed (their worker died). Re-claimed first, spending an
 #           attempt, unless the row is already on its final attempt: then this statement buries
 #           it ('dead', or 'failed' without a dead-letter queue) and reports it instead.
-#   due     ready/delayed rows whose run_at passed, by priority, run_at, id (jobs_due_idx).
+#   due     ready/delayed/suspended rows whose run_at passed, by priority, run_at, id (jobs_due_idx):
+#           a suspended row is a run whose sleep ended or whose wait's deadline passed.
 # Only job names this worker can run are taken: an unknown name waits for a worker that knows it.
-# The last arm answers how far away the next event is: a delayed job coming due
-# (jobs_delayed_idx) or a running job's lease that could lapse (jobs_running_lease_idx), so a
+# The last arm answers how far away the next event is: a delayed or suspended job coming due
+# (jobs_later_idx) or a running job's lease that could lapse (jobs_running_lease_idx), so a
 # worker with free slots sleeps until then instead of polling for it.
 CLAIM = """
 with wanted as (
@@ -91,7 +92,7 @@ with wanted as (
     from wanted cross join lateral (
         select j.id, j.priority, j.run_at
         from {schema}.jobs as j
-        where j.state in ('ready', 'delayed') and j.run_at <= now()
+        where j.state in ('ready', 'delayed', 'suspended') and j.run_at <= now()
           and j.queue = wanted.queue and j.name = any(%(names)s::text[])
         order by j.priority desc, j.run_at, j.id
         limit wanted.slots
@@ -137,7 +138,7 @@ with wanted as (
     from wanted cross join lateral (
         (select j.run_at as at
          from {schema}.jobs as j
-         where j.state = 'delayed' and j.run_at > now() and j.queue = wanted.queue
+         where j.state in ('delayed', 'suspended') and j.run_at > now() and j.queue = wanted.queue
            and j.name = any(%(names)s::text[])
          order by j.run_at
          limit 1)
@@ -226,7 +227,7 @@ from {schema}.jobs as j
 where (%(queue)s::text is null or j.queue = %(queue)s)
   and (%(name)s::text is null or j.name = %(name)s)
   and (%(tenant)s::text is null or j.tenant = %(tenant)s)
-  and (%(state)s::text is null or (case when j.state = 'delayed' and j.run_at <= now()
+  and (%(state)s::text is null or (case when j.state in ('delayed', 'suspended') and j.run_at <= now()
                                         then 'ready' else j.state end) = %(state)s)
   and (%(after)s::uuid is null or (j.created_at, j.id) < (
         select c.created_at, c.id from {schema}.jobs as c where c.id = %(after)s::uuid))
@@ -255,6 +256,29 @@ set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = n
     worker_id = null, lease_expires_at = null, updated_at = now()
 where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
 returning id::text as id
+"""
+
+# Requeue from a named step: drop that step and every later one (by position) and re-queue the
+# job, in ONE statement. `moved` runs only for a finished job that has the step, and the delete
+# joins `moved`, so a refused requeue (live job, unknown step, key held) deletes nothing.
+REQUEUE_FROM_STEP = """
+with target as (
+    select s.seq from {schema}.steps as s where s.job_id = %(id)s::uuid and s.name = %(step)s
+), moved as (
+    update {schema}.jobs
+    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
+        worker_id = null, lease_expires_at = null, updated_at = now()
+    where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
+      and exists (select 1 from target)
+    returning id
+), dropped as (
+    delete from {schema}.steps as s
+    using target, moved
+    where s.job_id = moved.id and s.seq >= target.seq
+    returning s.name
+)
+select moved.id::text as id, (select count(*) from dropped) as dropped
+from moved
 """
 
 # least(): promoting an overdue ready job must not move it behind its peers.

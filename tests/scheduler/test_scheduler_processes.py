@@ -1,0 +1,211 @@
+"""Real `workhorse scheduler` / `workhorse worker` subprocesses electing one leader.
+
+Every test keeps a Finisher running: fired jobs are marked done at once, so the live-key unique
+index cannot absorb a second fire of an occurrence. Only the watermark and the epoch fence can.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from schedkit import HERE, Finisher, Spawn, leader_pid, log_of, occurrences, sql, wait_for
+
+pytestmark = pytest.mark.process
+FAST = ("--lease", "3s", "--interval", "1s")
+
+
+def assert_each_once(url: str, schema: str, *, contiguous: bool) -> list[datetime]:
+    fired = occurrences(url, schema)
+    assert len(fired) == len(set(fired)), f"an occurrence fired twice: {fired}"
+    (count,) = sql(url, f"select fired from {schema}.tasks where name = 'tick'")[0]
+    assert count == len(fired), "every watermark move inserted exactly one job"
+    stamps = [datetime.fromisoformat(f) for f in fired]
+    if contiguous:
+        gaps = {b - a for a, b in itertools.pairwise(stamps)}
+        assert gaps <= {timedelta(seconds=1)}, f"missed occurrences: {fired}"
+    return stamps
+
+
+def terminate(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(timeout=15) == 0, log_of(proc)
+
+
+def test_two_schedulers_fire_each_occurrence_exactly_once(spawn: Spawn, database_url: str, schema: str) -> None:
+    with Finisher(database_url, schema):
+        a, b = spawn("scheduler", *FAST), spawn("scheduler", *FAST)
+        wait_for(lambda: len(occurrences(database_url, schema)) >= 6, 20, "six occurrences")
+        terminate(a, b)
+    stamps = assert_each_once(database_url, schema, contiguous=True)
+    assert len(stamps) >= 6
+    logs = log_of(a) + log_of(b)
+    assert logs.count("leading (epoch") >= 1
+    assert "released the lease" in logs
+
+
+def test_a_frozen_leader_that_resumes_cannot_fire(spawn: Spawn, database_url: str, schema: str) -> None:
+    with Finisher(database_url, schema):
+        a = spawn("scheduler", *FAST)
+        wait_for(lambda: leader_pid(database_url, schema) == a.pid, 15, "the first scheduler to lead")
+        b = spawn("scheduler", *FAST)
+        wait_for(lambda: "standing for election" in log_of(b), 15, "the second scheduler to start")
+        time.sleep(0.5)
+
+        a.send_signal(signal.SIGSTOP)  # frozen mid-leadership: it still believes it leads
+        frozen_at = time.monotonic()
+        wait_for(lambda: leader_pid(database_url, schema) == b.pid, 10, "the standby to take over")
+        assert time.monotonic() - frozen_at <= 3 + 1.5, "replaced within one lease (and a round)"
+        before = len(occurrences(database_url, schema))
+        wait_for(lambda: len(occurrences(database_url, schema)) >= before + 2, 10, "the new leader to fire")
+
+        a.send_signal(signal.SIGCONT)  # it resumes with a plan made under its old epoch
+        wait_for(lambda: "lost leadership" in log_of(a), 10, "the old leader to learn it lost")
+        time.sleep(1.5)
+        assert leader_pid(database_url, schema) == b.pid
+        terminate(a, b)
+    assert_each_once(database_url, schema, contiguous=False)
+    assert "fenced out" in log_of(a) or "was not fired" in log_of(a) or "lost leadership" in log_of(a)
+
+
+def test_sigterm_hands_over_at_once_and_a_killed_leader_is_replaced_within_its_lease(
+    spawn: Spawn, database_url: str, schema: str
+) -> None:
+    slow = ("--lease", "6s", "--interval", "3s")
+    with Finisher(database_url, schema):
+        a = spawn("scheduler", *slow)
+        wait_for(lambda: leader_pid(database_url, schema) == a.pid, 15, "the first scheduler to lead")
+        b, c = spawn("scheduler", *slow), spawn("scheduler", *slow)
+        wait_for(lambda: all("standing for election" in log_of(p) for p in (b, c)), 15, "the standbys to start")
+        time.sleep(1.0)  # their LISTEN sessions connect
+
+        a.send_signal(signal.SIGTERM)
+        assert a.wait(timeout=10) == 0, log_of(a)
+        stepped_down = time.monotonic()
+        wait_for(lambda: leader_pid(database_url, schema) in (b.pid, c.pid), 5, "a standby to take over")
+        handover = time.monotonic() - stepped_down
+        assert handover < 1.5, f"took {handover:.1f}s: a released lease is taken at once, not after 3-6 s"
+        assert "released the lease" in log_of(a)
+
+        successor = b if leader_pid(database_url, schema) == b.pid else c
+        survivor = c if successor is b else b
+        successor.kill()  # no goodbye: the lease must run out
+        killed_at = time.monotonic()
+        wait_for(lambda: leader_pid(database_url, schema) == survivor.pid, 10, "the last standby to take over")
+        replaced = time.monotonic() - killed_at
+        assert replaced <= 6 + 0.5, f"replaced after {replaced:.1f}s; the lease is 6s"
+        terminate(survivor)
+    assert_each_once(database_url, schema, contiguous=False)
+
+
+def test_the_worker_runs_the_scheduler_role_unless_told_not_to(spawn: Spawn, database_url: str, schema: str) -> None:
+    plain = spawn("worker", "--no-scheduler")
+    both = spawn("worker")
+    wait_for(
+        lambda: sql(database_url, f"select count(*) from {schema}.jobs where state = 'done'")[0][0] >= 2,  # type: ignore[operator]
+        20,
+        "fired jobs to be run",
+    )
+    assert leader_pid(database_url, schema) == both.pid
+    terminate(plain, both)
+    assert sql(database_url, f"select pid, expires_at <= now() from {schema}.leaders") == [(both.pid, True)]
+    done = sql(database_url, f"select result, payload->>'scheduled_at' from {schema}.jobs where state = 'done'")
+    assert all(result == stamp for result, stamp in done), done
+    assert "standing for election" not in log_of(plain)
+    assert "standing for election" in log_of(both) and "released the lease" in log_of(both)
+
+
+# -- what an idle scheduler costs the database ---------------------------------------------------------
+
+WATCH = 19.0  # seconds from start: the start-up rounds, then one whole 15 s gap to the next round
+BUDGET_PER_MINUTE = 6
+
+
+@pytest.fixture
+def dedicated_database(database_url: str) -> Iterator[str]:
+    """A database nobody else uses, so every statement seen on it is the scheduler's."""
+    name = f"wh_sched_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"create database {name}")  # type: ignore[arg-type]
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    info["dbname"] = name
+    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
+        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
+
+
+def statement_times(admin_url: str, name: str, seconds: float) -> list[tuple[str, float, str]]:
+    """(role, seconds since the call, statement head) of each statement workhorse connections ran
+    on database ``name``: pg_stat_activity sampled every 20 ms, a statement seen as a new query_start."""
+    seen: set[tuple[int, object]] = set()
+    found: list[tuple[str, float, str]] = []
+    started = time.monotonic()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        while time.monotonic() - started < seconds:
+            rows = conn.execute(
+                "select pid, application_name, query_start, left(ltrim(query), 40) from pg_stat_activity "
+                "where datname = %s and application_name like 'workhorse:%%' and query_start is not null",
+                (name,),
+            ).fetchall()
+            for pid, role, query_start, head in rows:
+                if (pid, query_start) not in seen:
+                    seen.add((pid, query_start))
+                    found.append((role, time.monotonic() - started, " ".join(head.split())))
+            time.sleep(0.02)
+    return found
+
+
+def test_an_idle_scheduler_stays_within_six_statements_a_minute(database_url: str, dedicated_database: str) -> None:
+    """A leader with nothing due: after its start-up (schema check, the election round, the
+    registration round) it issues ONE statement per 15 s round and nothing else. Watching one
+    whole gap after start-up proves the cadence; a faster one fails the gap check."""
+    name = psycopg.conninfo.conninfo_to_dict(dedicated_database)["dbname"]
+    env = {
+        **os.environ,
+        "WORKHORSE_DATABASE_URL": dedicated_database,
+        "WORKHORSE_TEST_SCHEMA": "workhorse",
+        "SCHEDAPP_MODE": "idle",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "workhorse", "--app", "schedapp:app"]
+    subprocess.run([*command, "migrate"], env=env, cwd=HERE, check=True, capture_output=True)
+    scheduler = subprocess.Popen(
+        [*command, "scheduler"], env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        seen = statement_times(database_url, name, WATCH)
+    finally:
+        scheduler.send_signal(signal.SIGTERM)
+        _, stderr = scheduler.communicate(timeout=20)
+    assert scheduler.returncode == 0, stderr.decode()
+    assert b"leading (epoch 1)" in stderr
+    # Start-up is one burst (the schema check, the election round, at once the registration
+    # round); sampling may merge its statements. It ends at the first pause longer than a second.
+    assert seen, "no statement seen at all: the sampling is broken"
+    startup_done = seen[0][1]
+    for _, t, _ in seen[1:]:
+        if t - startup_done > 1.0:
+            break
+        startup_done = t
+    steady = [(role, t, head) for role, t, head in seen if t > startup_done]
+    assert steady, seen
+    assert {role for role, _, _ in steady} == {"workhorse:scheduler"}, "a leader holds no LISTEN session"
+    assert all(head.startswith("with lease as") for _, _, head in steady), "one statement per round, nothing else"
+    times = [startup_done] + [t for _, t, _ in steady]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    per_minute = 60 / min(gaps)
+    print(f"idle scheduler: a round every {min(gaps):.1f}s after start-up = {per_minute:.1f} statements per minute")
+    assert per_minute <= BUDGET_PER_MINUTE, f"rounds {gaps} apart: {per_minute:.1f} statements per idle minute"
