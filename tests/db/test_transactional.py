@@ -80,3 +80,15 @@ async def test_memory_driver_refuses_conn() -> None:
     with pytest.raises(ConfigurationError) as refused:
         await task.enqueue({"n": 1}, conn=object())
     assert refused.value.code == "CONN_UNSUPPORTED"
+
+
+async def test_a_copied_batch_joins_the_callers_transaction(pg_app: App, database_url: str) -> None:
+    task = declare(pg_app)
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        async with conn.transaction(force_rollback=True):
+            gone = await task.enqueue_many([{"n": i} for i in range(100)], conn=conn)
+        async with conn.transaction():
+            kept = await task.enqueue_many([{"n": i} for i in range(100)], conn=conn)
+    assert await pg_app.get_job(gone[0].id) is None
+    assert len((await pg_app.list_jobs(limit=200)).jobs) == 100
+    assert await pg_app.get_job(kept[-1].id) is not None

@@ -165,3 +165,16 @@ async def test_enqueue_sync_from_sync_code(app: App) -> None:
     assert again.id == ref.id and again.duplicate
     job = await app.get_job(ref.id)
     assert job is not None and job.state == "ready"
+
+
+async def test_a_large_plain_batch_lands_whole_and_due_now(app: App) -> None:
+    """Big keyless batches stream in with COPY on Postgres: same rows, same clock, same wake."""
+    send = declare(app)
+    refs = await send.enqueue_many([{"org": "o1", "i": i} for i in range(150)])
+    assert len({r.id for r in refs}) == 150 and not any(r.duplicate for r in refs)
+    page = await app.list_jobs(limit=200)
+    assert len(page.jobs) == 150
+    assert {j.state for j in page.jobs} == {"ready"}
+    first = await app.get_job(refs[0].id)
+    assert first is not None and first.payload == {"org": "o1", "i": 0} and first.tenant == "o1"
+    assert abs((first.run_at - first.created_at).total_seconds()) < 1

@@ -137,6 +137,28 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
     }
 
 
+COPY_THRESHOLD = 64  # below this, one INSERT ... unnest beats the COPY protocol's extra round trips
+
+
+def _copyable(jobs: Sequence[NewJob]) -> bool:
+    """A batch COPY can carry: large, no idempotency key (COPY cannot skip a conflict), due now."""
+    return len(jobs) >= COPY_THRESHOLD and all(j.key is None and j.run_at is None and not j.delay for j in jobs)
+
+
+def _copy_row(job: NewJob) -> tuple[Any, ...]:
+    return (
+        job.id,
+        job.name,
+        job.queue,
+        job.tenant,
+        "ready",
+        job.priority,
+        job.payload,
+        job.max_attempts,
+        job.dead_letter,
+    )
+
+
 def _key_of(job: NewJob) -> tuple[str, str, str]:
     return (job.name, job.tenant or "", job.key or "")
 
@@ -326,13 +348,44 @@ class PostgresDriver:
                 return self._enqueue_sync(conn, jobs)
         raise _bad_conn(conn)
 
+    def _insert(self, pending: Sequence[NewJob]) -> tuple[str, dict[str, Any]]:
+        """INSERT_ONE with plain parameters for one job (the common case), else INSERT_MANY."""
+        if len(pending) == 1:
+            job = pending[0]
+            return self.q(sql.INSERT_ONE), {
+                "id": job.id,
+                "name": job.name,
+                "queue": job.queue,
+                "tenant": job.tenant,
+                "payload": job.payload,
+                "key": job.key,
+                "priority": job.priority,
+                "max_attempts": job.max_attempts,
+                "dead_letter": job.dead_letter,
+                "run_at": job.run_at,
+                "delay": job.delay,
+                "channel": self.channel,
+            }
+        return self.q(sql.INSERT_MANY), _insert_params(pending, self.channel)
+
+    def _wake_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
+        return {"channel": self.channel, "queues": sorted({j.queue for j in jobs})}
+
     async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        if _copyable(jobs):
+            async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
+                cur = conn.cursor()
+                async with cur.copy(self.q(sql.COPY_READY)) as copy:
+                    for j in jobs:
+                        await copy.write_row(_copy_row(j))
+                await cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
+            return [JobRef(j.id) for j in jobs]
         batch = _Batch(jobs)
         pending = batch.to_insert
         inserted: set[str] = set()
         for _ in range(3):  # a key's holder can finish between our insert and our lookup
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self.q(sql.INSERT_MANY), _insert_params(pending, self.channel))
+            await cur.execute(*self._insert(pending))
             inserted |= {row["id"] for row in await cur.fetchall()}
             missing = batch.missing(inserted)
             live: dict[tuple[str, str, str], str] = {}
@@ -346,12 +399,20 @@ class PostgresDriver:
         raise _key_race()
 
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        if _copyable(jobs):
+            with conn.transaction():
+                cur = conn.cursor()
+                with cur.copy(self.q(sql.COPY_READY)) as copy:
+                    for j in jobs:
+                        copy.write_row(_copy_row(j))
+                cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
+            return [JobRef(j.id) for j in jobs]
         batch = _Batch(jobs)
         pending = batch.to_insert
         inserted: set[str] = set()
         for _ in range(3):
             cur = conn.cursor(row_factory=dict_row)
-            cur.execute(self.q(sql.INSERT_MANY), _insert_params(pending, self.channel))
+            cur.execute(*self._insert(pending))
             inserted |= {row["id"] for row in cur.fetchall()}
             missing = batch.missing(inserted)
             live: dict[tuple[str, str, str], str] = {}

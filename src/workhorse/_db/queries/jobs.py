@@ -50,6 +50,42 @@ select inserted.id::text as id, (select count(*) from wake) as woken
 from inserted
 """
 
+# One job, plain parameters: the common single enqueue without the cost of array parameters.
+# Same semantics as INSERT_MANY (database clock, live-key conflict is "no row", conditional wake).
+INSERT_ONE = """
+with inserted as (
+    insert into {schema}.jobs (
+        id, name, queue, tenant, state, priority, payload, idempotency_key,
+        max_attempts, dead_letter, run_at
+    )
+    select %(id)s::uuid, %(name)s, %(queue)s, %(tenant)s,
+           case when t.due > now() then 'delayed' else 'ready' end,
+           %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due
+    from (select coalesce(%(run_at)s::timestamptz, now() + %(delay)s::float8 * interval '1 second') as due) as t
+    on conflict do nothing
+    returning id, queue
+), wake as (
+    select pg_notify(%(channel)s, inserted.queue)
+    from inserted
+    where pg_notification_queue_usage() < 0.5
+)
+select inserted.id::text as id, (select count(*) from wake) as woken
+from inserted
+"""
+
+# A large batch with no keys and no delay streams in with COPY (run_at defaults to now(), the
+# database clock); the wake follows in the same transaction, one NOTIFY per queue.
+COPY_READY = """
+copy {schema}.jobs (id, name, queue, tenant, state, priority, payload, max_attempts, dead_letter)
+from stdin
+"""
+
+WAKE_QUEUES = """
+select pg_notify(%(channel)s, q.queue)
+from unnest(%(queues)s::text[]) as q(queue)
+where pg_notification_queue_usage() < 0.5
+"""
+
 # Follow-up for the rows a batch did not insert: the live job holding each key.
 LIVE_BY_KEYS = """
 select j.id::text as id, j.name, coalesce(j.tenant, '') as tenant, j.idempotency_key
