@@ -153,7 +153,7 @@ class Bench:
 
     async def truncate(self, *schemas: str) -> None:
         """Empty the jobs table of the given schemas (default: both)."""
-        await self.run(f"truncate {', '.join(f'{s}.jobs' for s in schemas or (self.wh, self.raw))}")
+        await self.run(f"truncate {', '.join(f'{s}.jobs' for s in schemas or (self.wh, self.raw))} cascade")
 
     async def spawn(self, name: str, *args: str, env: dict[str, str], pipe_stdout: bool) -> asyncio.subprocess.Process:
         """A subprocess whose stderr (and stdout unless piped) goes to a log file under ``self.logs``."""

@@ -26,7 +26,9 @@ with nothing to settle (counted as ``suspended``), and a later claim resumes it 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -37,7 +39,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -58,6 +60,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("workhorse.worker")
 
 ON_SETTLED_TRIES = 3
+CLAIM_COALESCE = 0.0005  # seconds a busy worker waits for more slots to free before claiming
+PREFETCH_BELOW = 0.05  # seconds: bodies shorter than this on average let the worker claim ahead
+PREFETCH_WINDOW = 0.1  # seconds of work a worker may hold claimed ahead of its slots
+PREFETCH_MAX = 5  # and never more than this many times its slots
+SWEEP_EVERY = 1.0  # seconds between full claims (lapsed leases, next due) while every claim is full
 BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
 IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
 IDLE_BEAT_SHARE = 2 / 3  # an idle worker renews its registry row after 2/3 of its time to live
@@ -92,6 +99,7 @@ class _Held:
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
+    slot_released: bool = False
 
 
 @dataclass
@@ -154,7 +162,14 @@ class Worker:
         self.stats = WorkerStats()
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
         self._held: dict[str, _Held] = {}
-        self._busy: dict[str, int] = dict.fromkeys(self.queues, 0)
+        self._total = sum(self.concurrency.values())
+        self._pool: ThreadPoolExecutor | None = None
+        self._outbox: collections.deque[Callable[[], None]] = collections.deque()  # body loop -> control loop
+        self._outbox_armed = False
+        self._busy: dict[str, int] = dict.fromkeys(self.queues, 0)  # bodies running, per queue
+        # Claimed ahead of a free slot (short jobs only, see _prefetch), started as slots free.
+        self._buffer: dict[str, collections.deque[_Held]] = {q: collections.deque() for q in self.queues}
+        self._runtime = math.inf  # moving average of body run time, seconds; decides prefetching
         self._lock = threading.Lock()  # guards _held and _busy across the two loops
         self._accepting = True
         self._stopped = asyncio.Event()
@@ -346,22 +361,56 @@ class Worker:
                     await driver.close()
 
     def _free(self) -> dict[str, int]:
+        """Free slots per queue; none while as many finished runs still wait for their settle as
+        the worker has slots (the settle connection is slow or down: do not pile up more)."""
         with self._lock:
-            return {q: self.concurrency[q] - self._busy[q] for q in self.queues if self.concurrency[q] > self._busy[q]}
+            unsettled = sum(1 for h in self._held.values() if h.slot_released and not h.settled)
+            if unsettled >= self._total:
+                return {}
+            room = {
+                q: self.concurrency[q] + self._prefetch(q) - self._busy[q] - len(self._buffer[q]) for q in self.queues
+            }
+            return {q: n for q, n in room.items() if n > 0}
+
+    def _prefetch(self, queue: str) -> int:
+        """Jobs this worker may claim ahead of a free slot: about PREFETCH_WINDOW of work at the
+        observed body run time, at most PREFETCH_MAX times the slots, and none unless bodies are
+        short (under PREFETCH_BELOW on average). Bigger claims mean fewer round trips per job, and
+        a buffered job waits milliseconds; long jobs are never held back from an idle worker."""
+        if self._runtime >= PREFETCH_BELOW:
+            return 0
+        slots = self.concurrency[queue]
+        return min(slots * PREFETCH_MAX, int(slots * PREFETCH_WINDOW / max(self._runtime, 1e-4)))
+
+    def _slots_busy(self) -> int:
+        with self._lock:
+            return sum(self._busy.values())
 
     async def _claim_loop(self, control: _Control, listener: Listener | None) -> None:
         failures = 0
+        full = False
+        swept_at = 0.0
+        sweep = True
         while self._accepting:
             control.wake.clear()
             free = self._free()
+            if full and 0 < sum(free.values()) < self._total / 2 and self._slots_busy():
+                # Busy: a slot or two just freed. Let a few more finish and claim them together.
+                await asyncio.sleep(CLAIM_COALESCE)
+                free = self._free()
             next_due: float | None = None
-            full = False
             if free:
+                # While every claim comes back full, the lean claim (due jobs only) is enough; the
+                # full one also sweeps lapsed leases and says when to look next: at least once a second.
+                sweep = not full or time.monotonic() - swept_at >= SWEEP_EVERY
+                full = False
                 try:
                     result = await control.claim.claim(
-                        worker_id=self.id, wants=free, names=self._names, visibility=self.visibility
+                        worker_id=self.id, wants=free, names=self._names, visibility=self.visibility, sweep=sweep
                     )
                     failures = 0
+                    if sweep:
+                        swept_at = time.monotonic()
                 except WorkhorseError as error:
                     failures += 1
                     if self._burst and failures >= BURST_CLAIM_FAILURES:
@@ -375,15 +424,20 @@ class Worker:
                 if result.buried:
                     self._announce_buried(result.buried)
                 if not self._accepting:  # the drain began while this claim was in flight
+                    self.stats.claimed += len(result.claimed)
                     await self._hand_back(control, result.claimed)
                     break
-                for claimed in result.claimed:
-                    self._start(control, claimed, claimed.queue)
+                if result.claimed:
+                    self._start(control, result.claimed)
                 full = len(result.claimed) == sum(free.values())
                 next_due = result.next_due
                 if not self._accepting:
                     break
+            if free and not sweep and not full:
+                continue  # the lean claim came back short: sweep now, and learn when to look next
             if full:
+                if not self._free():
+                    await self._sleep_or_wake(control, self.poll_interval)  # woken when a slot frees
                 continue  # more may be due right now: claim again as soon as a slot is free
             if self._burst and free and self._idle():
                 self._begin_drain(cut_off=False)
@@ -398,7 +452,8 @@ class Worker:
         if not claimed:
             return
         with contextlib.suppress(WorkhorseError):
-            await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
+            landed = await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
+            self.stats.interrupted += sum(landed)
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us, and the claim itself says when
@@ -415,7 +470,29 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(control.wake.wait(), timeout=seconds)
 
-    def _start(self, control: _Control, claimed: Claimed, queue: str) -> None:
+    def _start(self, control: _Control, claimed: list[Claimed]) -> None:
+        """Take a claimed batch into the worker: its runs start as far as slots allow, the rest wait
+        in the buffer (holding their leases) until a slot frees."""
+        for c in claimed:
+            self._buffer[c.queue].append(self._hold(c))
+        self.stats.claimed += len(claimed)
+        self._fill(control)
+
+    def _fill(self, control: _Control) -> None:
+        """Start buffered runs into free slots, handed to the body loop in ONE wake-up."""
+        starting: list[_Held] = []
+        with self._lock:
+            for queue, waiting in self._buffer.items():
+                while waiting and self._busy[queue] < self.concurrency[queue]:
+                    held = waiting.popleft()
+                    self._busy[queue] += 1
+                    held.run.started = time.monotonic()
+                    starting.append(held)
+        if starting:
+            assert self._body_loop is not None
+            self._body_loop.call_soon_threadsafe(self._spawn, control, starting)
+
+    def _hold(self, claimed: Claimed) -> _Held:
         handle = self.app.jobs[claimed.name]
         ctx = JobContext(
             id=claimed.id,
@@ -437,39 +514,56 @@ class Worker:
         held = _Held(
             run=run,
             lease=Lease(claimed.id, claimed.claims),
-            slot_queue=queue,
+            slot_queue=claimed.queue,
             thread_alive=not handle.is_async,
         )
         with self._lock:
             self._held[claimed.id] = held
-            self._busy[queue] += 1
-        self.stats.claimed += 1
-        assert self._body_loop is not None
-        future = asyncio.run_coroutine_threadsafe(self._execute(held), self._body_loop)
+        return held
 
-        def finished(f: Any) -> None:
-            verdict = Verdict(None)
-            if f.cancelled():
-                log.error("worker %s: the run of job %s was cancelled outside the worker", self.id, claimed.id)
-            elif f.exception() is not None:
-                log.error("worker %s: executor failed for job %s: %r", self.id, claimed.id, f.exception())
-            else:
-                verdict = f.result()
-            control.loop.call_soon_threadsafe(self._body_finished, control, held, verdict)
+    def _spawn(self, control: _Control, helds: list[_Held]) -> None:
+        """On the body loop: one task per run; each verdict goes back through the outbox."""
+        loop = asyncio.get_running_loop()
+        for held in helds:
+            task = loop.create_task(self._execute(control, held), name=f"workhorse:{held.run.handle.name}")
+            task.add_done_callback(functools.partial(self._ran, control, held))
 
-        future.add_done_callback(finished)
+    def _ran(self, control: _Control, held: _Held, task: asyncio.Task[Verdict]) -> None:
+        verdict = Verdict(None)
+        if task.cancelled():
+            log.error("worker %s: the run of job %s was cancelled outside the worker", self.id, held.lease.job_id)
+        elif task.exception() is not None:
+            log.error("worker %s: executor failed for job %s: %r", self.id, held.lease.job_id, task.exception())
+        else:
+            verdict = task.result()
+        self._post(control, functools.partial(self._body_finished, control, held, verdict))
 
-    async def _execute(self, held: _Held) -> Verdict:
-        control = self._control
-        assert control is not None
+    def _post(self, control: _Control, call: Callable[[], None]) -> None:
+        """Run ``call`` on the control loop. Calls posted together cost the control loop one wake-up."""
+        self._outbox.append(call)
+        if not self._outbox_armed:
+            self._outbox_armed = True
+            control.loop.call_soon_threadsafe(self._deliver)
 
+    def _deliver(self) -> None:
+        self._outbox_armed = False  # first: a call appended from now on arms a new delivery
+        while self._outbox:
+            self._outbox.popleft()()
+        if self._control is not None and self._accepting:
+            self._fill(self._control)
+
+    async def _execute(self, control: _Control, held: _Held) -> Verdict:
         def thread_exit() -> None:
-            control.loop.call_soon_threadsafe(self._thread_exited, control, held)
+            self._post(control, functools.partial(self._thread_exited, control, held))
 
+        assert self._pool is not None
         return await execute(held.run, self._pool, thread_exit)
 
     def _body_finished(self, control: _Control, held: _Held, verdict: Verdict) -> None:
         held.body_done = True
+        took = time.monotonic() - held.run.started
+        self._runtime = took if math.isinf(self._runtime) else self._runtime * 0.9 + took * 0.1
+        self._release(control, held)
         if verdict.suspended:
             self.stats.suspended += 1
             self._forget(control, held)
@@ -483,20 +577,22 @@ class Worker:
 
     def _thread_exited(self, control: _Control, held: _Held) -> None:
         held.thread_alive = False
-        self._release_if_done(control, held)
+        self._release(control, held)
 
     def _forget(self, control: _Control, held: _Held) -> None:
         held.settled = True
-        self._release_if_done(control, held)
+        self._release(control, held)
 
-    def _release_if_done(self, control: _Control, held: _Held) -> None:
-        """Free the slot once the attempt is settled (or abandoned) AND its thread returned."""
-        if not held.settled or held.thread_alive:
-            return
+    def _release(self, control: _Control, held: _Held) -> None:
+        """The slot frees as soon as the body returned (and its thread, for a sync body): the
+        settle follows on its own, fenced, while the next job already runs. The lease is kept
+        (and renewed) until the settle lands."""
         with self._lock:
-            if self._held.get(held.lease.job_id) is held:
-                del self._held[held.lease.job_id]
+            if not held.slot_released and held.body_done and not held.thread_alive:
+                held.slot_released = True
                 self._busy[held.slot_queue] -= 1
+            if held.settled and held.slot_released and self._held.get(held.lease.job_id) is held:
+                del self._held[held.lease.job_id]
         control.wake.set()
 
     # -- settling -----------------------------------------------------------------------------
@@ -725,6 +821,15 @@ class Worker:
     # -- the drain ----------------------------------------------------------------------------
 
     async def _drain(self, control: _Control) -> None:
+        with self._lock:  # jobs claimed ahead and never started go straight back, unspent
+            waiting = [held for queue in self._buffer.values() for held in queue]
+            for queue in self._buffer.values():
+                queue.clear()
+        if waiting:
+            await self._hand_back(control, [held.run.claimed for held in waiting])
+            for held in waiting:
+                held.body_done, held.thread_alive, held.slot_released = True, False, True  # never took a slot
+                self._forget(control, held)
         cut = False
         while True:
             with self._lock:

@@ -331,3 +331,39 @@ async def test_worker_option_refusals(app: App, bad: object) -> None:
 
     with pytest.raises(ConfigurationError, match="concurrency"):
         app.worker(concurrency=bad)  # type: ignore[arg-type]
+
+
+async def test_jobs_claimed_ahead_go_back_unspent_when_the_worker_stops(app: App) -> None:
+    """Short bodies let a worker claim ahead of its slots; a stop hands those back untouched."""
+    done = asyncio.Event()
+    count = {"n": 0}
+
+    @app.job(tenant="none")
+    async def quick(ctx: JobContext, payload: int) -> int:
+        count["n"] += 1
+        if count["n"] == 150:
+            done.set()
+        await asyncio.sleep(0.001)
+        return payload
+
+    await quick.enqueue_many(list(range(600)))
+    worker = app.worker(concurrency=2, handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(done.wait(), 30)
+    await worker.stop()
+    stats = await task
+    page_states: dict[str, int] = {}
+    after = None
+    while True:
+        page = await app.list_jobs(limit=200, after=after)
+        for job in page.jobs:
+            page_states[job.state] = page_states.get(job.state, 0) + 1
+            assert job.state in ("done", "ready"), job
+            if job.state == "ready":
+                assert job.attempt == 0
+        if page.next is None:
+            break
+        after = page.next
+    assert page_states["done"] == stats.completed
+    assert stats.claimed == stats.completed + stats.interrupted
+    assert stats.interrupted > 0  # the worker did claim ahead of its two slots

@@ -129,6 +129,7 @@ def test_the_worker_runs_the_scheduler_role_unless_told_not_to(spawn: Spawn, dat
 
 # -- what an idle scheduler costs the database ---------------------------------------------------------
 
+STARTUP = 5.0  # seconds of start-up burst before the steady state
 WATCH = 19.0  # seconds from start: the start-up rounds, then one whole 15 s gap to the next round
 BUDGET_PER_MINUTE = 6
 
@@ -193,19 +194,14 @@ def test_an_idle_scheduler_stays_within_six_statements_a_minute(database_url: st
     assert scheduler.returncode == 0, stderr.decode()
     assert b"leading (epoch 1)" in stderr
     # Start-up is one burst (the schema check, the election round, at once the registration
-    # round); sampling may merge its statements. It ends at the first pause longer than a second.
+    # round); under load its statements can spread over a few seconds, so the steady state is
+    # everything after STARTUP seconds. Over the rest of the watch, rounds come every 15 s.
     assert seen, "no statement seen at all: the sampling is broken"
-    startup_done = seen[0][1]
-    for _, t, _ in seen[1:]:
-        if t - startup_done > 1.0:
-            break
-        startup_done = t
-    steady = [(role, t, head) for role, t, head in seen if t > startup_done]
+    steady = [(role, t, head) for role, t, head in seen if t > seen[0][1] + STARTUP]
     assert steady, seen
     assert {role for role, _, _ in steady} == {"workhorse:scheduler"}, "a leader holds no LISTEN session"
     assert all(head.startswith("with lease as") for _, _, head in steady), "one statement per round, nothing else"
-    times = [startup_done] + [t for _, t, _ in steady]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    per_minute = 60 / min(gaps)
-    print(f"idle scheduler: a round every {min(gaps):.1f}s after start-up = {per_minute:.1f} statements per minute")
-    assert per_minute <= BUDGET_PER_MINUTE, f"rounds {gaps} apart: {per_minute:.1f} statements per idle minute"
+    window = WATCH - STARTUP
+    per_minute = len(steady) * 60 / window
+    print(f"idle scheduler: {len(steady)} round(s) in {window:.0f} s of steady state = {per_minute:.1f} per minute")
+    assert per_minute <= BUDGET_PER_MINUTE, f"{steady}: {per_minute:.1f} statements per idle minute"

@@ -346,9 +346,11 @@ class Driver(Protocol):
         wants: Mapping[str, int],
         names: Sequence[str],
         visibility: float,
+        sweep: bool = True,
     ) -> ClaimResult:
         """Claim, per queue in ``wants``, up to that many jobs: lapsed leases first (burying final
-        attempts), then due jobs. One round trip for every queue."""
+        attempts), then due jobs. One round trip for every queue. ``sweep=False`` is the lean
+        claim of a busy worker: due jobs only, no lapsed leases, no ``next_due``."""
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         """Renew the worker's registry row and its leases in one round trip. A job id missing

@@ -368,6 +368,7 @@ class MemoryDriver:
         wants: Mapping[str, int],
         names: Sequence[str],
         visibility: float,
+        sweep: bool = True,
     ) -> ClaimResult:
         if not wants:
             raise refusals.claim_queues_empty()
@@ -381,7 +382,7 @@ class MemoryDriver:
                 mine = [r for r in self._rows.values() if r.queue == queue and r.name in name_set]
                 if slots <= 0 or not mine:
                     continue
-                lapsed = [r for r in mine if r.state == "running" and (r.lease_expires_at or now) < now]
+                lapsed = [r for r in mine if sweep and r.state == "running" and (r.lease_expires_at or now) < now]
                 lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:slots]
                 due = [r for r in mine if r.state in ("ready", "delayed", "suspended") and r.run_at <= now]
                 due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:slots]
@@ -394,7 +395,7 @@ class MemoryDriver:
                     for r in mine
                     if r.state == "running" and r.lease_expires_at is not None and r.lease_expires_at > now
                 ]
-                if later:
+                if later and sweep:
                     seconds = (min(later) - now).total_seconds()
                     next_due = seconds if next_due is None else min(next_due, seconds)
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))  # as PostgresDriver hands them out

@@ -434,6 +434,7 @@ class PostgresDriver:
         wants: Mapping[str, int],
         names: Sequence[str],
         visibility: float,
+        sweep: bool = True,
     ) -> ClaimResult:
         if not wants:
             raise refusals.claim_queues_empty()
@@ -441,7 +442,7 @@ class PostgresDriver:
         if not wanted or not names:
             return ClaimResult([], [])
         rows = await self.fetch(
-            sql.CLAIM,
+            sql.CLAIM if sweep else sql.CLAIM_DUE,
             {
                 "worker_id": worker_id,
                 "queues": list(wanted),

@@ -200,6 +200,40 @@ from next_due
 where seconds is not null
 """
 
+# The lean claim a busy worker runs while every claim comes back full: the due arm only, no
+# lapsed-lease sweep, no next-due probe (the worker still runs the full CLAIM at least once a
+# second). Same output shape as CLAIM.
+CLAIM_DUE = """
+with wanted as (
+    select w.queue, w.slots
+    from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
+), due as (
+    select d.id
+    from wanted cross join lateral (
+        select j.id
+        from {schema}.jobs as j
+        where j.state in ('ready', 'delayed', 'suspended') and j.run_at <= now()
+          and j.queue = wanted.queue and j.name = any(%(names)s::text[])
+        order by j.priority desc, j.run_at, j.id
+        limit wanted.slots
+        for update skip locked
+    ) as d
+), claimed as (
+    update {schema}.jobs as j
+    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+        worker_id = %(worker_id)s,
+        lease_expires_at = now() + %(visibility)s * interval '1 second',
+        started_at = now(), updated_at = now()
+    from due
+    where j.id = due.id
+    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+)
+select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
+       claims, priority, created_at, run_at, last_error, null::float8 as next_due
+from claimed
+"""
+
 # Renew the worker's registry row and every lease it holds, in ONE statement (idle or busy, a
 # worker issues one of these per beat). Job rows not returned are no longer ours. A lapsed lease
 # nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run.
