@@ -84,9 +84,11 @@ class App:
             self._url = resolve_database_url(None)
         return self._url
 
-    def postgres_driver(self, role: str, *, max_size: int = 10) -> PostgresDriver:
+    def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> PostgresDriver:
         """A fresh Postgres driver whose connections are named ``workhorse:<role>``."""
-        return PostgresDriver(self.database_url, schema=self.schema, role=role, max_size=max_size)
+        return PostgresDriver(
+            self.database_url, schema=self.schema, role=role, max_size=max_size, generic_plans=generic_plans
+        )
 
     @property
     def driver(self) -> Driver:

@@ -63,7 +63,8 @@ ON_SETTLED_TRIES = 3
 CLAIM_COALESCE = 0.0005  # seconds a busy worker waits for more slots to free before claiming
 PREFETCH_BELOW = 0.05  # seconds: bodies shorter than this on average let the worker claim ahead
 PREFETCH_WINDOW = 0.1  # seconds of work a worker may hold claimed ahead of its slots
-PREFETCH_MAX = 5  # and never more than this many times its slots
+PREFETCH_MAX = 10  # and never more than this many times its slots
+SETTLE_LINGER = 0.002  # seconds a busy worker's settle waits for more outcomes to batch
 SWEEP_EVERY = 1.0  # seconds between full claims (lapsed leases, next due) while every claim is full
 BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
 IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
@@ -163,6 +164,7 @@ class Worker:
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
         self._held: dict[str, _Held] = {}
         self._total = sum(self.concurrency.values())
+        self._forgotten = 0  # runs fully let go of; a burst ends only if none was since its last claim
         self._pool: ThreadPoolExecutor | None = None
         self._outbox: collections.deque[Callable[[], None]] = collections.deque()  # body loop -> control loop
         self._outbox_armed = False
@@ -305,9 +307,9 @@ class Worker:
             driver = self.app.driver
             return driver, driver, driver
         return (
-            self.app.postgres_driver("claim", max_size=1),
-            self.app.postgres_driver("settle", max_size=1),
-            self.app.postgres_driver("heartbeat", max_size=1),
+            self.app.postgres_driver("claim", max_size=1, generic_plans=True),
+            self.app.postgres_driver("settle", max_size=1, generic_plans=True),
+            self.app.postgres_driver("heartbeat", max_size=1, generic_plans=True),
         )
 
     async def _control_run(self, ready: threading.Event) -> None:
@@ -389,6 +391,7 @@ class Worker:
     async def _claim_loop(self, control: _Control, listener: Listener | None) -> None:
         failures = 0
         full = False
+        forgotten = -1
         swept_at = 0.0
         sweep = True
         while self._accepting:
@@ -404,6 +407,7 @@ class Worker:
                 # full one also sweeps lapsed leases and says when to look next: at least once a second.
                 sweep = not full or time.monotonic() - swept_at >= SWEEP_EVERY
                 full = False
+                forgotten = self._forgotten
                 try:
                     result = await control.claim.claim(
                         worker_id=self.id, wants=free, names=self._names, visibility=self.visibility, sweep=sweep
@@ -439,7 +443,9 @@ class Worker:
                 if not self._free():
                     await self._sleep_or_wake(control, self.poll_interval)  # woken when a slot frees
                 continue  # more may be due right now: claim again as soon as a slot is free
-            if self._burst and free and self._idle():
+            if self._burst and free and self._idle() and self._forgotten == forgotten:
+                # Nothing held, and no settle landed while the last claim ran (it may have missed a
+                # job that settle handed back): the queue has nothing due for us.
                 self._begin_drain(cut_off=False)
                 break
             wait = self._poll_delay(listener)
@@ -593,13 +599,18 @@ class Worker:
                 self._busy[held.slot_queue] -= 1
             if held.settled and held.slot_released and self._held.get(held.lease.job_id) is held:
                 del self._held[held.lease.job_id]
+                self._forgotten += 1
         control.wake.set()
 
     # -- settling -----------------------------------------------------------------------------
 
     async def _settle_loop(self, control: _Control) -> None:
+        """One statement settles every attempt that finished meanwhile. While the worker is busy
+        (more settles coming), it lingers SETTLE_LINGER for more, so the batches grow."""
         while True:
             batch = [await control.settles.get()]
+            if self._slots_busy() and control.settles.qsize() < self._total:
+                await asyncio.sleep(SETTLE_LINGER)
             while not control.settles.empty():
                 batch.append(control.settles.get_nowait())
             await self._settle_batch(control, batch)

@@ -215,8 +215,10 @@ class PostgresDriver:
         role: str = "app",
         min_size: int = 1,
         max_size: int = 10,
+        generic_plans: bool = False,
     ) -> None:
         self.url = url
+        self.generic_plans = generic_plans
         self.schema = check_schema_name(schema)
         self.role = role
         self.channel = f"{self.schema}{sql.NOTIFY_CHANNEL_SUFFIX}"
@@ -232,7 +234,9 @@ class PostgresDriver:
         return {
             "autocommit": True,
             "application_name": f"workhorse:{self.role}",
-            "options": "-c TimeZone=UTC",
+            # A worker role runs the same few statements thousands of times: a generic plan is
+            # planned once per connection (the claim's CTE costs more to plan than to run).
+            "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
             "row_factory": dict_row,
             "connect_timeout": 10,
         }
