@@ -145,17 +145,24 @@ def _copyable(jobs: Sequence[NewJob]) -> bool:
     return len(jobs) >= COPY_THRESHOLD and all(j.key is None and j.run_at is None and not j.delay for j in jobs)
 
 
-def _copy_row(job: NewJob) -> tuple[Any, ...]:
-    return (
-        job.id,
-        job.name,
-        job.queue,
-        job.tenant,
-        "ready",
-        job.priority,
-        job.payload,
-        job.max_attempts,
-        job.dead_letter,
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_field(text: str | None) -> str:
+    """One field in COPY's text format: a null is \\N; backslash, tab, newline and CR are escaped."""
+    if text is None:
+        return "\\N"
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        return text.translate(_COPY_ESCAPES)
+    return text
+
+
+def _copy_text(jobs: Sequence[NewJob]) -> str:
+    """The whole batch in COPY's text format, built in one pass (cheaper than a write_row per job)."""
+    return "".join(
+        f"{j.id}\t{_copy_field(j.name)}\t{_copy_field(j.queue)}\t{_copy_field(j.tenant)}\tready\t{j.priority}\t"
+        f"{_copy_field(j.payload)}\t{j.max_attempts}\t{'t' if j.dead_letter else 'f'}\n"
+        for j in jobs
     )
 
 
@@ -380,8 +387,7 @@ class PostgresDriver:
             async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
                 cur = conn.cursor()
                 async with cur.copy(self.q(sql.COPY_READY)) as copy:
-                    for j in jobs:
-                        await copy.write_row(_copy_row(j))
+                    await copy.write(_copy_text(jobs))
                 await cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
             return [JobRef(j.id) for j in jobs]
         batch = _Batch(jobs)
@@ -407,8 +413,7 @@ class PostgresDriver:
             with conn.transaction():
                 cur = conn.cursor()
                 with cur.copy(self.q(sql.COPY_READY)) as copy:
-                    for j in jobs:
-                        copy.write_row(_copy_row(j))
+                    copy.write(_copy_text(jobs))
                 cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
             return [JobRef(j.id) for j in jobs]
         batch = _Batch(jobs)
