@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +37,11 @@ class JobContext:
     max_attempts: int
     worker_id: str
     logger: logging.Logger = field(repr=False)
-    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _cancelled: bool = field(default=False, repr=False)
+    _wakeup: threading.Event | None = field(default=None, repr=False)  # made only if a body waits on it
     _reason: str | None = field(default=None, repr=False)
     _steps: Steps | None = field(default=None, repr=False)
+    _make_steps: Callable[[], Steps] | None = field(default=None, repr=False)  # built on first use
     # True while a step statement that may suspend the job is in flight: the lease can vanish
     # then because this run released it, which the worker must not report as a lost lease.
     _releasing: bool = field(default=False, repr=False)
@@ -46,6 +49,8 @@ class JobContext:
     @property
     def step(self) -> Steps:
         """Durable steps of this run (``run``, ``sleep``, ``sleep_until``, ``wait_for_event``)."""
+        if self._steps is None and self._make_steps is not None:
+            self._steps = self._make_steps()
         if self._steps is None:
             raise ConfigurationError(
                 code="STEPS_UNAVAILABLE",
@@ -56,7 +61,7 @@ class JobContext:
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self._cancelled
 
     @property
     def cancel_reason(self) -> str | None:
@@ -72,17 +77,23 @@ class JobContext:
         return f"{self.id}:{self.attempt}"
 
     def raise_if_cancelled(self) -> None:
-        if self._cancel.is_set():
+        if self._cancelled:
             raise JobCancelledError(self.name, self.id, self._reason or "cancelled")
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Block a sync body up to ``timeout`` seconds; answers True when the attempt was cancelled."""
-        return self._cancel.wait(timeout)
+        if self._wakeup is None:
+            self._wakeup = threading.Event()
+            if self._cancelled:  # cancelled before the event existed
+                self._wakeup.set()
+        return self._wakeup.wait(timeout)
 
     def mark_cancelled(self, reason: str) -> None:
-        if not self._cancel.is_set():
+        if not self._cancelled:
             self._reason = reason
-            self._cancel.set()
+            self._cancelled = True
+            if self._wakeup is not None:
+                self._wakeup.set()
 
     def extra(self) -> dict[str, Any]:
         return {"job_id": self.id, "job": self.name, "attempt": self.attempt}

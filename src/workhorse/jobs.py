@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,6 +113,7 @@ class JobHandle(Generic[R]):
         self.priority = priority
         self.on_settled = on_settled
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.logger = logging.getLogger(f"workhorse.job.{self.name}")
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.name} queue={self.queue}>"

@@ -116,6 +116,27 @@ class _Control:
     last_renewal: float = field(default_factory=time.monotonic)
 
 
+class _LoopWatch:
+    """Is the body loop answering? A ping is posted to it; until the ping runs, the loop is busy
+    with something that does not yield. Read from the control thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.sent_at: float | None = None
+        self.warned_at = -math.inf
+
+    def silent_for(self) -> float:
+        """Seconds the outstanding ping has waited (0 when none was outstanding: one is sent)."""
+        if self.sent_at is None:
+            self.sent_at = time.monotonic()
+            self.loop.call_soon_threadsafe(self._answered)
+            return 0.0
+        return time.monotonic() - self.sent_at
+
+    def _answered(self) -> None:
+        self.sent_at = None
+
+
 class Worker:
     """Runs the app's jobs. Use ``await worker.run()``; ``await worker.stop()`` drains it."""
 
@@ -508,9 +529,10 @@ class Worker:
             attempt=claimed.attempt,
             max_attempts=claimed.max_attempts,
             worker_id=self.id,
-            logger=logging.getLogger(f"workhorse.job.{claimed.name}"),
+            logger=handle.logger,
         )
-        ctx._steps = Steps(
+        ctx._make_steps = functools.partial(
+            Steps,
             ctx,
             driver=lambda: self.app.driver,  # the body loop's driver, resolved when a step runs there
             fence=StepFence(claimed.id, self.id, claimed.claims),
@@ -760,8 +782,8 @@ class Worker:
     async def _heartbeat_loop(self, control: _Control) -> None:
         """One statement per beat renews the registry row and every held lease. Busy: every third
         of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row needs it."""
-        lag_probe: float | None = None
-        warned_at = 0.0
+        assert self._body_loop is not None
+        watch = _LoopWatch(self._body_loop)
         while True:
             with self._lock:
                 busy = bool(self._held)
@@ -796,34 +818,22 @@ class Worker:
                     )
                     self._cancel_run(h, "lease lost")
             if held:
-                lag_probe, warned_at = self._check_body_loop(held, lag_probe, warned_at)
+                self._check_body_loop(watch, held)
 
-    def _check_body_loop(self, held: list[_Held], probe: float | None, warned_at: float) -> tuple[float | None, float]:
-        """Warn when the body loop stops answering: some async body is blocking it."""
+    def _check_body_loop(self, watch: _LoopWatch, held: list[_Held]) -> None:
+        """Warn (at most every 10 s) when the body loop stops answering: an async body blocks it."""
+        silent = watch.silent_for()
         now = time.monotonic()
-        if probe is not None and now - probe > LOOP_LAG_WARNING and now - warned_at > 10:
+        if silent > LOOP_LAG_WARNING and now - watch.warned_at > 10:
             culprits = sorted({h.run.handle.name for h in held if h.run.handle.is_async and not h.body_done})
             log.warning(
                 "worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
                 "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
                 self.id,
-                now - probe,
+                silent,
                 ", ".join(culprits) or "unknown",
             )
-            warned_at = now
-        if probe is None:
-            assert self._body_loop is not None
-            stamp = now
-            marker: dict[str, float | None] = {"probe": stamp}
-
-            def answered() -> None:
-                marker["probe"] = None
-
-            self._lag_marker = marker
-            self._body_loop.call_soon_threadsafe(answered)
-            return stamp, warned_at
-        marker = getattr(self, "_lag_marker", {"probe": None})
-        return (probe if marker["probe"] is not None else None), warned_at
+            watch.warned_at = now
 
     def _cancel_run(self, held: _Held, reason: str) -> None:
         assert self._body_loop is not None
