@@ -155,8 +155,7 @@ with wanted as (
                 || '): every worker that took this job stopped heartbeating, most likely it died',
             'traceback', null),
         worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
-    from lapsed
-    where j.id = lapsed.id and lapsed.exhausted
+    where j.id = any(array(select lapsed.id from lapsed where lapsed.exhausted))
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
 ), claimed as (
@@ -165,8 +164,7 @@ with wanted as (
         worker_id = %(worker_id)s,
         lease_expires_at = now() + %(visibility)s * interval '1 second',
         started_at = now(), updated_at = now()
-    from picked
-    where j.id = picked.id
+    where j.id = any(array(select picked.id from picked))  -- pkey lookups, whatever the plan guesses
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
 ), next_due as (
@@ -224,8 +222,7 @@ with wanted as (
         worker_id = %(worker_id)s,
         lease_expires_at = now() + %(visibility)s * interval '1 second',
         started_at = now(), updated_at = now()
-    from due
-    where j.id = due.id
+    where j.id = any(array(select due.id from due))  -- pkey lookups: a generic plan would guess a hash join
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
 )
