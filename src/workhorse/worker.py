@@ -189,6 +189,8 @@ class Worker:
         self._pool: ThreadPoolExecutor | None = None
         self._outbox: collections.deque[Callable[[], None]] = collections.deque()  # body loop -> control loop
         self._outbox_armed = False
+        self._posts: list[Callable[[], None]] = []  # gathered on the body loop, flushed once a turn
+        self._posts_flushing = False
         self._busy: dict[str, int] = dict.fromkeys(self.queues, 0)  # bodies running, per queue
         # Claimed ahead of a free slot (short jobs only, see _prefetch), started as slots free.
         self._buffer: dict[str, collections.deque[_Held]] = {q: collections.deque() for q in self.queues}
@@ -567,8 +569,17 @@ class Worker:
         self._post(control, functools.partial(self._body_finished, control, held, verdict))
 
     def _post(self, control: _Control, call: Callable[[], None]) -> None:
-        """Run ``call`` on the control loop. Calls posted together cost the control loop one wake-up."""
-        self._outbox.append(call)
+        """From the body loop: run ``call`` on the control loop. Calls posted in one turn of the
+        body loop are gathered and cross to the control loop together, in one wake-up."""
+        self._posts.append(call)
+        if not self._posts_flushing:
+            self._posts_flushing = True
+            asyncio.get_running_loop().call_soon(self._flush_posts, control)
+
+    def _flush_posts(self, control: _Control) -> None:
+        self._posts_flushing = False
+        self._outbox.extend(self._posts)
+        self._posts.clear()
         if not self._outbox_armed:
             self._outbox_armed = True
             control.loop.call_soon_threadsafe(self._deliver)
