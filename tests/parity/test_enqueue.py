@@ -182,7 +182,7 @@ async def test_a_large_plain_batch_lands_whole_and_due_now(app: App) -> None:
 
 async def test_a_copied_batch_keeps_every_character(app: App) -> None:
     send = declare(app)
-    odd = {"org": "tab\there\\n", "text": "back\\slash, tab\t, newline\n, cr\r, quote\", é ☃", "n": [1.5, None]}
+    odd = {"org": "tab\there\\n", "text": 'back\\slash, tab\t, newline\n, cr\r, quote", é ☃', "n": [1.5, None]}
     refs = await send.enqueue_many([odd] * 100)
     job = await app.get_job(refs[-1].id)
     assert job is not None and job.payload == odd and job.tenant == odd["org"]
