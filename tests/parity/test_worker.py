@@ -185,7 +185,7 @@ async def test_on_settled_runs_once_per_ending_never_for_a_retry(app: App) -> No
     await dies.enqueue(None)
     await dropped.enqueue(None)
     await app.worker().run(burst=True)
-    for _ in range(50):
+    for _ in range(500):  # hooks run after their settle landed, on the body loop: allow a loaded machine 10 s
         if len(outcomes) == 3:
             break
         await asyncio.sleep(0.02)
