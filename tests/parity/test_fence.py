@@ -177,7 +177,7 @@ async def test_a_short_retry_is_picked_up_without_waiting_for_a_poll(app: App) -
     await quick.enqueue(None)
     worker = app.worker(poll_interval="30s", handle_signals=False)
     task = asyncio.create_task(worker.run())
-    for _ in range(200):
+    for _ in range(400):
         if len(calls) == 3:
             break
         await asyncio.sleep(0.02)
