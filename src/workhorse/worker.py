@@ -49,6 +49,7 @@ from workhorse._runtime.listener import Listener
 from workhorse.context import JobContext
 from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, StepFence, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.postgres import jobs_channel
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Outcome, OutcomeKind
@@ -178,13 +179,12 @@ class Worker:
         self.drain_timeout = to_seconds(drain_timeout, what="drain_timeout")
         self.heartbeat_interval = max(min(self.visibility / 3, 10.0), 0.2)
         self.handle_signals = handle_signals
-        total = sum(self.concurrency.values())
-        self.sync_threads = sync_threads or total
+        self._total = sum(self.concurrency.values())
+        self.sync_threads = sync_threads or self._total
         self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.stats = WorkerStats()
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
         self._held: dict[str, _Held] = {}
-        self._total = sum(self.concurrency.values())
         self._forgotten = 0  # runs fully let go of; a burst ends only if none was since its last claim
         self._pool: ThreadPoolExecutor | None = None
         self._outbox: collections.deque[Callable[[], None]] = collections.deque()  # body loop -> control loop
@@ -349,7 +349,7 @@ class Worker:
         listener = None
         unsubscribe = None
         if not self.app.is_memory:
-            listener = Listener(self.app.database_url, f"{self.app.schema}_jobs", self.queues, control.wake)
+            listener = Listener(self.app.database_url, jobs_channel(self.app.schema), self.queues, control.wake)
             listener.start()
         elif isinstance(claim, MemoryDriver):  # the in-process stand-in for NOTIFY: enqueue and publish wake us
 

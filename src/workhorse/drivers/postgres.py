@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal, LiteralString
@@ -51,6 +51,14 @@ from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, Wor
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
 PURGE_BATCH = 1_000  # expired events deleted per statement: short locks, a loop until done
+Statement = tuple[LiteralString, dict[str, Any]]
+
+
+def jobs_channel(schema: str) -> str:
+    """The NOTIFY channel every enqueue wakes and every worker LISTENs on."""
+    return f"{schema}{sql.NOTIFY_CHANNEL_SUFFIX}"
+
+
 _SCHEMA_NAME = re.compile(
     r"^[a-z_][a-z0-9_]{0,47}$"
 )  # 48 at most: "<schema>_jobs" and friends stay NOTIFY channels (63)
@@ -228,7 +236,7 @@ class PostgresDriver:
         self.generic_plans = generic_plans
         self.schema = check_schema_name(schema)
         self.role = role
-        self.channel = f"{self.schema}{sql.NOTIFY_CHANNEL_SUFFIX}"
+        self.channel = jobs_channel(self.schema)
         self._min_size = min_size
         self._max_size = max_size
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
@@ -359,7 +367,7 @@ class PostgresDriver:
                 return self._enqueue_sync(conn, jobs)
         raise _bad_conn(conn)
 
-    def _insert(self, pending: Sequence[NewJob]) -> tuple[str, dict[str, Any]]:
+    def _insert(self, pending: Sequence[NewJob]) -> Statement:
         """INSERT_ONE with plain parameters for one job (the common case), else INSERT_MANY."""
         if len(pending) == 1:
             job = pending[0]
@@ -382,57 +390,61 @@ class PostgresDriver:
     def _wake_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
         return {"channel": self.channel, "queues": sorted({j.queue for j in jobs})}
 
-    async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        if _copyable(jobs):
-            async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
-                cur = conn.cursor()
-                async with cur.copy(self.q(sql.COPY_READY)) as copy:
-                    await copy.write(_copy_text(jobs))
-                await cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
-            return [JobRef(j.id) for j in jobs]
+    def _enqueue_plan(self, jobs: Sequence[NewJob]) -> Generator[Statement, list[dict[str, Any]], list[JobRef]]:
+        """The keyed-insert conversation, free of I/O: yields each statement, is sent its rows,
+        returns the refs. The async and the sync enqueue drive the same plan."""
         batch = _Batch(jobs)
         pending = batch.to_insert
         inserted: set[str] = set()
         for _ in range(3):  # a key's holder can finish between our insert and our lookup
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(*self._insert(pending))
-            inserted |= {row["id"] for row in await cur.fetchall()}
+            rows = yield self._insert(pending)
+            inserted |= {row["id"] for row in rows}
             missing = batch.missing(inserted)
             live: dict[tuple[str, str, str], str] = {}
             if missing:
-                await cur.execute(self.q(sql.LIVE_BY_KEYS), batch.lookup_params(missing))
-                live = {(r["name"], r["tenant"], r["idempotency_key"]): r["id"] for r in await cur.fetchall()}
+                rows = yield self.q(sql.LIVE_BY_KEYS), batch.lookup_params(missing)
+                live = {(r["name"], r["tenant"], r["idempotency_key"]): r["id"] for r in rows}
             refs = batch.refs(inserted, live)
             if refs is not None:
                 return refs
             pending = [j for j in missing if _key_of(j) not in live]
         raise _key_race()
 
+    async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        cur = conn.cursor(row_factory=dict_row)
+        if _copyable(jobs):
+            async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
+                async with cur.copy(self.q(sql.COPY_READY)) as copy:
+                    await copy.write(_copy_text(jobs))
+                await cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
+            return [JobRef(j.id) for j in jobs]
+        plan = self._enqueue_plan(jobs)
+        statement = next(plan)
+        while True:
+            await cur.execute(*statement)
+            try:
+                statement = plan.send(await cur.fetchall())
+            except StopIteration as done:
+                refs: list[JobRef] = done.value
+                return refs
+
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        cur = conn.cursor(row_factory=dict_row)
         if _copyable(jobs):
             with conn.transaction():
-                cur = conn.cursor()
                 with cur.copy(self.q(sql.COPY_READY)) as copy:
                     copy.write(_copy_text(jobs))
                 cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
             return [JobRef(j.id) for j in jobs]
-        batch = _Batch(jobs)
-        pending = batch.to_insert
-        inserted: set[str] = set()
-        for _ in range(3):
-            cur = conn.cursor(row_factory=dict_row)
-            cur.execute(*self._insert(pending))
-            inserted |= {row["id"] for row in cur.fetchall()}
-            missing = batch.missing(inserted)
-            live: dict[tuple[str, str, str], str] = {}
-            if missing:
-                cur.execute(self.q(sql.LIVE_BY_KEYS), batch.lookup_params(missing))
-                live = {(r["name"], r["tenant"], r["idempotency_key"]): r["id"] for r in cur.fetchall()}
-            refs = batch.refs(inserted, live)
-            if refs is not None:
+        plan = self._enqueue_plan(jobs)
+        statement = next(plan)
+        while True:
+            cur.execute(*statement)
+            try:
+                statement = plan.send(cur.fetchall())
+            except StopIteration as done:
+                refs: list[JobRef] = done.value
                 return refs
-            pending = [j for j in missing if _key_of(j) not in live]
-        raise _key_race()
 
     # -- claim, heartbeat, settle -----------------------------------------------------------------
 
@@ -774,12 +786,6 @@ class PostgresDriver:
             removed += batch
             if batch < PURGE_BATCH:
                 return removed
-
-    async def now(self) -> datetime:
-        """The database's clock."""
-        rows = await self.fetch("select now() as now")
-        value: datetime = rows[0]["now"]
-        return value
 
 
 def _fence(fence: StepFence) -> dict[str, Any]:
