@@ -418,3 +418,11 @@ def test_workers_lists_the_live_registry(database_url: str, schema: str) -> None
     assert row["started_at"].endswith("Z") and row["last_seen_at"].endswith("Z")
     human = invoke(database_url, schema, "workers")
     assert "w-cli" in human.stdout and "emails(5)" in human.stdout
+
+
+def test_scheduler_without_tasks_is_refused(database_url: str, schema: str, cliapp: ModuleType) -> None:
+    result = CliRunner().invoke(
+        cli, ["--database-url", database_url, "--schema", schema, "--app", "cliapp:app", "scheduler"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "SCHEDULER_NO_TASKS" in result.output
