@@ -8,8 +8,9 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, ListFilter, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver, Job, Page, PublishedEvent, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from workhorse.worker import Worker
 
 R = TypeVar("R")
-MAX_PAGE = 200
-DEFAULT_PAGE = 100
 
 
 class App:
@@ -69,6 +68,7 @@ class App:
         )
         self._sync_driver: PostgresDriver | None = None
         self._lock = threading.Lock()
+        self._admin: Admin | None = None
 
     # -- storage ------------------------------------------------------------------------------
 
@@ -279,6 +279,13 @@ class App:
 
     # -- inspecting and operating -------------------------------------------------------------
 
+    @property
+    def admin(self) -> Admin:
+        """The operator API (``workhorse.admin.Admin``): list, verbs, bulk verbs, pause, stats."""
+        if self._admin is None:
+            self._admin = Admin(self)
+        return self._admin
+
     async def list_workers(self) -> list[WorkerInfo]:
         """Live worker processes (registry rows renewed within their visibility timeout)."""
         return await self.driver.list_workers()
@@ -295,48 +302,31 @@ class App:
         tenant: str | None = None,
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
+        before: str | None = None,
+        **filters: Any,
     ) -> Page:
-        """One page of jobs, newest first. Pass the answer's ``next`` as ``after`` for the next page."""
-        from workhorse.drivers.base import ALL_STATES
-
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise ConfigurationError(
-                code="PAGE_LIMIT_INVALID",
-                cause=f"limit expected a whole number from 1 to {MAX_PAGE}, got {limit!r}",
-                fix=f"ask for at most {MAX_PAGE} jobs per page and follow `next` for more",
-            )
-        if state is not None and state not in ALL_STATES:
-            raise ConfigurationError(
-                code="STATE_UNKNOWN",
-                cause=f"state expected one of {', '.join(ALL_STATES)}; got {state!r}",
-                fix="workhorse ls --state dead",
-            )
-        return await self.driver.list_jobs(
-            ListFilter(queue=queue, name=name, state=state, tenant=tenant), limit=limit, after=after
+        """One page of jobs, newest first (``app.admin.list``, which takes every filter)."""
+        return await self.admin.list(
+            state=state, queue=queue, name=name, tenant=tenant, limit=limit, after=after, before=before, **filters
         )
 
     async def cancel(self, job_id: str) -> Job:
         """Cancel a live job. A running one is stopped by its worker at its next heartbeat."""
-        return await self.driver.cancel(job_id)
+        return await self.admin.cancel(job_id)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
         """Run a finished job again, as a fresh run with its attempts reset. Its recorded steps
         replay; ``from_step`` drops that step and every later one first (one statement), so the run
         calls them again."""
-        if from_step is not None and (not isinstance(from_step, str) or not from_step):
-            raise ConfigurationError(
-                cause=f"from_step expected a step name, got {from_step!r}",
-                fix=f"workhorse show {job_id}   # then: workhorse requeue {job_id} --from-step NAME",
-            )
-        return await self.driver.requeue(job_id, from_step=from_step)
+        return await self.admin.requeue(job_id, from_step=from_step)
 
     async def promote(self, job_id: str) -> Job:
         """Make a waiting (delayed or backing-off) job due now."""
-        return await self.driver.promote(job_id)
+        return await self.admin.promote(job_id)
 
     async def remove(self, job_id: str) -> Job:
         """Delete a job that is not running."""
-        return await self.driver.remove(job_id)
+        return await self.admin.remove(job_id)
 
     # -- events (``workhorse.events``) --------------------------------------------------------------
 

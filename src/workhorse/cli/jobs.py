@@ -15,7 +15,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from workhorse.app import DEFAULT_PAGE, MAX_PAGE, App
+from workhorse.admin import DEFAULT_PAGE, MAX_PAGE
+from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, span, state_text, stdout, trim
 from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page

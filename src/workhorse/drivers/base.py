@@ -68,7 +68,7 @@ class Job:
     payload: Any
     result: Any
     last_error: dict[str, Any] | None
-    progress: Any
+    progress: dict[str, Any] | None
     key: str | None
     attempt: int
     max_attempts: int
@@ -82,6 +82,9 @@ class Job:
     finished_at: datetime | None
     updated_at: datetime
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # The failed attempts' errors, oldest first, at most ERRORS_KEPT: {attempt, type, message, at}.
+    # ``last_error`` keeps the latest one whole, with its traceback.
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -103,6 +106,7 @@ class Job:
             "result": self.result,
             "last_error": self.last_error,
             "progress": self.progress,
+            "errors": list(self.errors),
             "worker_id": self.worker_id,
             "created_at": iso(self.created_at),
             "run_at": iso(self.run_at),
@@ -210,6 +214,7 @@ class Settlement:
     result: str | None = None  # JSON text, for "done"
     error: str | None = None  # JSON text {type, message, traceback}
     delay: float = 0.0  # seconds until the retry is due
+    progress: str | None = None  # JSON text: a progress report not yet written, flushed by the settle
 
 
 @dataclass(frozen=True)
@@ -309,16 +314,125 @@ def shown_step(
 
 @dataclass(frozen=True)
 class ListFilter:
+    """What ``list`` narrows by; None means any. ``state`` is the REPORTED state (a due delayed or
+    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits).
+    ``created_from`` is inclusive, ``created_to`` exclusive."""
+
     queue: str | None = None
     name: str | None = None
     state: str | None = None
     tenant: str | None = None
+    id_prefix: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
 
 
 @dataclass(frozen=True)
 class Page:
+    """One page, newest first. ``next``: pass as ``after`` for older rows (None on the last page).
+    ``prev``: pass as ``before`` for newer rows (None on the first page)."""
+
     jobs: list[Job]
     next: str | None
+    prev: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next, "prev": self.prev}
+
+
+BulkVerb = Literal["requeue", "remove", "promote", "cancel"]
+MAX_BULK = 1_000  # rows one bulk call moves at most
+ERRORS_KEPT = 10  # attempts' errors a job keeps (Job.errors)
+# Which REPORTED states each bulk verb may be asked for.
+BULK_STATES: dict[str, frozenset[str]] = {
+    "requeue": FINISHED_STATES,
+    "remove": frozenset(ALL_STATES) - {"running"},
+    "promote": frozenset({"delayed", "ready"}),
+    "cancel": LIVE_STATES,
+}
+
+
+@dataclass(frozen=True)
+class BulkFilter:
+    """The rows a bulk verb considers: one REPORTED state, optionally narrowed."""
+
+    state: str
+    queue: str | None = None
+    name: str | None = None
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What a bulk verb answers. ``affected``: rows this call moved (with ``dry_run``: would move).
+    ``remaining``: rows a further call could still move, so "call until zero" ends."""
+
+    verb: str
+    affected: int
+    remaining: int
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verb": self.verb, "affected": self.affected, "remaining": self.remaining, "dry_run": self.dry_run}
+
+
+@dataclass(frozen=True)
+class QueuePause:
+    """A paused queue: the claim takes nothing from it until it is resumed."""
+
+    queue: str
+    paused_at: datetime
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "paused_at": self.paused_at.isoformat().replace("+00:00", "Z"),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class StateCount:
+    """How many jobs of one (queue, name) are in one REPORTED state. ``oldest_run_at`` is the
+    smallest run_at among them (for 'ready': how long the oldest due job has waited)."""
+
+    queue: str
+    name: str
+    state: str
+    count: int
+    oldest_run_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CounterSum:
+    """Attempt outcomes of one (queue, name), summed over counter buckets. ``completed``: done;
+    ``retried``: failed and will run again; ``failed``: failed for good without a dead-letter queue;
+    ``dead``: dead-lettered (a lease that lapsed on the final attempt included); ``lapsed``: a lease
+    that lapsed and was taken back by a claim (its worker died or stalled)."""
+
+    queue: str
+    name: str
+    completed: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    lapsed: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``stats`` and the metrics endpoint read, in one driver call.
+
+    ``states`` covers the live states and 'dead' and 'failed' (never 'done' or 'cancelled': those
+    are history, counted by ``counters``). ``counters`` sums every bucket from ``since`` seconds
+    ago (None: all time, every tier). ``workers``: live registry rows."""
+
+    now: datetime
+    states: list[StateCount]
+    counters: list[CounterSum]
+    paused: list[QueuePause]
+    workers: int
 
 
 @runtime_checkable
@@ -369,7 +483,34 @@ class Driver(Protocol):
 
     async def get_job(self, job_id: str) -> Job | None: ...
 
-    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page: ...
+    async def list_jobs(
+        self, filters: ListFilter, *, limit: int, after: str | None = None, before: str | None = None
+    ) -> Page:
+        """One keyset page, newest first by (created_at, id). ``after``: rows older than that job;
+        ``before``: the ``limit`` rows newer than that job nearest to it (still newest first).
+        Never both. A cursor naming no job is ``PAGE_CURSOR_INVALID``."""
+
+    async def bulk(self, verb: BulkVerb, filters: BulkFilter, *, limit: int, dry_run: bool) -> BulkResult:
+        """Apply ``verb`` to at most ``limit`` movable rows matching ``filters``, oldest first, in
+        one statement; answer how many moved and how many a further call could still move."""
+
+    async def pause_queue(self, queue: str, reason: str | None) -> QueuePause:
+        """Pause a queue (idempotent: pausing a paused queue keeps its first ``paused_at``)."""
+
+    async def resume_queue(self, queue: str) -> bool:
+        """Resume a queue; False when it was not paused. Wakes idle workers."""
+
+    async def list_pauses(self) -> list[QueuePause]: ...
+
+    async def snapshot(self, since: float | None) -> Snapshot:
+        """State counts, counter sums since ``since`` seconds ago, pauses and live workers."""
+
+    async def rollup_counters(self) -> int:
+        """Fold minute buckets older than two hours into hours, and hour buckets older than two days
+        into days, each move in one statement so no count is folded twice; answers rows folded."""
+
+    async def record_progress(self, fence: StepFence, progress: str) -> bool:
+        """Write a run's progress (JSON text), fenced on its claim; False when no longer held."""
 
     async def cancel(self, job_id: str) -> Job: ...
 

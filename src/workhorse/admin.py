@@ -1,0 +1,410 @@
+"""``app.admin``: the one operator API. The CLI, the metrics endpoint and any dashboard read and
+change jobs through it; nothing else reads the tables.
+
+Every argument is checked here, before any driver runs, so both drivers refuse bad input with the
+same code, cause and fix, and a refused call changes nothing:
+
+====================  ==========================================================================
+``list``              keyset pages, newest first; filters queue, name, state, tenant, id prefix,
+                      created from/to; ``limit`` 1..200 (100 by default)
+``get``               one job with its steps, its attempts' errors and its progress
+``cancel`` ...        the one-job verbs: ``cancel``, ``requeue``, ``promote``, ``remove``
+``requeue_many`` ...  the bulk verbs over a state (and queue/name/tenant): at most 1,000 rows a
+                      call, answering ``BulkResult(affected, remaining)``; ``dry_run`` counts only
+``pause``/``resume``  a paused queue is skipped by every claim until it is resumed
+``stats``             per queue and per job name: state counts, oldest ready age, throughput and
+                      failure rate over a window, from the counters the settle statement moves
+====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from workhorse.drivers.base import (
+    ALL_STATES,
+    BULK_STATES,
+    MAX_BULK,
+    BulkFilter,
+    BulkResult,
+    BulkVerb,
+    Job,
+    ListFilter,
+    Page,
+    QueuePause,
+    Snapshot,
+    WorkerInfo,
+)
+from workhorse.durations import Duration, to_seconds
+from workhorse.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from workhorse.app import App
+    from workhorse.drivers.base import Driver
+
+MAX_PAGE = 200
+DEFAULT_PAGE = 100
+DEFAULT_WINDOW = "1h"
+_HEX = re.compile(r"^[0-9a-f]{1,32}$")
+MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    """One queue (``name`` None) or one job name of a queue, as ``stats`` reports it.
+
+    Counts are jobs now; ``completed``/``retried``/``failures``/``lapsed`` are attempts settled in
+    the window (``failures`` = failed for good + dead-lettered). ``throughput`` is completed jobs a
+    minute over the window; ``failure_rate`` is the share of settled attempts that did not
+    complete (None when nothing settled)."""
+
+    queue: str
+    name: str | None
+    ready: int = 0
+    delayed: int = 0
+    running: int = 0
+    suspended: int = 0
+    dead: int = 0
+    failed: int = 0
+    oldest_ready_age: float | None = None
+    paused: bool = False
+    completed: int = 0
+    retried: int = 0
+    failures: int = 0
+    lapsed: int = 0
+    throughput: float = 0.0
+    failure_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"queue": self.queue}
+        if self.name is not None:
+            out["name"] = self.name
+        out.update(
+            ready=self.ready,
+            delayed=self.delayed,
+            running=self.running,
+            suspended=self.suspended,
+            dead=self.dead,
+            failed=self.failed,
+            oldest_ready_age=None if self.oldest_ready_age is None else round(self.oldest_ready_age, 3),
+            paused=self.paused,
+            completed=self.completed,
+            retried=self.retried,
+            failures=self.failures,
+            lapsed=self.lapsed,
+            throughput_per_minute=round(self.throughput, 3),
+            failure_rate=None if self.failure_rate is None else round(self.failure_rate, 4),
+        )
+        return out
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What ``app.admin.stats()`` answers."""
+
+    at: datetime
+    window: float  # seconds
+    queues: list[StatsRow]
+    names: list[StatsRow]
+    workers: int
+    paused: list[QueuePause] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "window_seconds": self.window,
+            "workers": self.workers,
+            "queues": [q.to_dict() for q in self.queues],
+            "names": [n.to_dict() for n in self.names],
+            "paused": [p.to_dict() for p in self.paused],
+        }
+
+
+class Admin:
+    """The operator API of one ``App`` (``app.admin``). Every method is a coroutine on the calling
+    event loop's driver; each answers plain records with a ``to_dict()`` for ``--json``."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    @property
+    def _driver(self) -> Driver:
+        return self._app.driver
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def list(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        id_prefix: str | None = None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        limit: int = DEFAULT_PAGE,
+        after: str | None = None,
+        before: str | None = None,
+    ) -> Page:
+        """One page of jobs, newest first. Follow ``page.next`` with ``after=``, ``page.prev`` with
+        ``before=``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise ConfigurationError(
+                code="PAGE_LIMIT_INVALID",
+                cause=f"limit expected a whole number from 1 to {MAX_PAGE}, got {limit!r}",
+                fix=f"workhorse ls --limit {MAX_PAGE}   # and follow `next` for more",
+            )
+        if after is not None and before is not None:
+            raise ConfigurationError(
+                code="PAGE_CURSOR_INVALID",
+                cause="both after and before were given; a page is read in one direction",
+                fix="pass the `next` of a page as after, or its `prev` as before, not both",
+            )
+        if state is not None:
+            _check_state(state, ALL_STATES, "workhorse ls --state dead")
+        prefix = None
+        if id_prefix is not None:
+            prefix = id_prefix.replace("-", "").lower() if isinstance(id_prefix, str) else ""
+            if not _HEX.match(prefix):
+                raise ConfigurationError(
+                    code="ID_PREFIX_INVALID",
+                    cause=f"id_prefix expected 1 to 32 hexadecimal digits of a job id, got {id_prefix!r}",
+                    fix="workhorse ls --id-prefix 0190f1c2",
+                )
+        for what, value in (("created_from", created_from), ("created_to", created_to)):
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise ConfigurationError(
+                    cause=f"{what} expected a timezone-aware datetime, got {value!r}",
+                    fix=f"{what}=datetime(2026, 1, 1, tzinfo=UTC)   # the CLI takes 2026-01-01T00:00Z",
+                )
+        filters = ListFilter(
+            queue=queue,
+            name=name,
+            state=state,
+            tenant=tenant,
+            id_prefix=prefix,
+            created_from=created_from,
+            created_to=created_to,
+        )
+        return await self._driver.list_jobs(filters, limit=limit, after=after, before=before)
+
+    async def get(self, job_id: str) -> Job | None:
+        return await self._driver.get_job(job_id)
+
+    async def workers(self) -> builtins.list[WorkerInfo]:
+        return await self._driver.list_workers()
+
+    # -- one job ---------------------------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a live job. A running one loses its claim at once; its worker cancels the body at
+        its next heartbeat and writes nothing of it."""
+        return await self._driver.cancel(job_id)
+
+    async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
+        if from_step is not None and (not isinstance(from_step, str) or not from_step):
+            raise ConfigurationError(
+                cause=f"from_step expected a step name, got {from_step!r}",
+                fix=f"workhorse show {job_id}   # then: workhorse requeue {job_id} --from-step NAME",
+            )
+        return await self._driver.requeue(job_id, from_step=from_step)
+
+    async def promote(self, job_id: str) -> Job:
+        return await self._driver.promote(job_id)
+
+    async def remove(self, job_id: str) -> Job:
+        return await self._driver.remove(job_id)
+
+    # -- many jobs -------------------------------------------------------------------------------
+
+    async def requeue_many(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+    ) -> BulkResult:
+        """Requeue finished jobs in ``state``, oldest first. A job whose idempotency key a live job
+        holds stays where it is (and is not counted in ``remaining``); of several finished jobs
+        sharing one key, the oldest is requeued."""
+        return await self._bulk("requeue", BulkFilter(state, queue, name, tenant), limit, dry_run)
+
+    async def remove_many(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+    ) -> BulkResult:
+        """Delete jobs in ``state`` (never 'running'), oldest first, with their steps."""
+        return await self._bulk("remove", BulkFilter(state, queue, name, tenant), limit, dry_run)
+
+    async def promote_many(
+        self,
+        *,
+        state: str = "delayed",
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+    ) -> BulkResult:
+        """Make waiting jobs (delayed or backing off) due now, oldest first."""
+        return await self._bulk("promote", BulkFilter(state, queue, name, tenant), limit, dry_run)
+
+    async def cancel_many(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        limit: int = MAX_BULK,
+        dry_run: bool = False,
+    ) -> BulkResult:
+        """Cancel live jobs in ``state``, oldest first (running ones as ``cancel`` does)."""
+        return await self._bulk("cancel", BulkFilter(state, queue, name, tenant), limit, dry_run)
+
+    async def _bulk(
+        self,
+        verb: BulkVerb,
+        filters: BulkFilter,
+        limit: int,
+        dry_run: bool,
+    ) -> BulkResult:
+        state = filters.state
+        command = "rm" if verb == "remove" else verb
+        _check_state(state, ALL_STATES, f"workhorse {command} --all --state {sorted(BULK_STATES[verb])[0]}")
+        allowed = BULK_STATES[verb]
+        if state not in allowed:
+            raise ConfigurationError(
+                code="BULK_STATE_INVALID",
+                cause=f"{command} --all cannot take jobs in state {state!r}; it takes {', '.join(sorted(allowed))}",
+                fix=f"workhorse {command} --all --state {sorted(allowed)[0]} --dry-run",
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_BULK:
+            raise ConfigurationError(
+                code="BULK_LIMIT_INVALID",
+                cause=f"limit expected a whole number from 1 to {MAX_BULK}, got {limit!r}",
+                fix=f"call again until `remaining` is 0; each call moves at most {MAX_BULK} jobs",
+            )
+        return await self._driver.bulk(verb, filters, limit=limit, dry_run=bool(dry_run))
+
+    # -- queues ----------------------------------------------------------------------------------
+
+    async def pause(self, queue: str, *, reason: str | None = None) -> QueuePause:
+        """Pause a queue: no worker claims from it until ``resume``. Running jobs finish."""
+        _check_queue(queue, "pause")
+        return await self._driver.pause_queue(queue, reason)
+
+    async def resume(self, queue: str) -> bool:
+        """Resume a paused queue; answers False when it was not paused."""
+        _check_queue(queue, "resume")
+        return await self._driver.resume_queue(queue)
+
+    async def pauses(self) -> builtins.list[QueuePause]:
+        return await self._driver.list_pauses()
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    async def snapshot(self, since: Duration | None = None) -> Snapshot:
+        """The raw numbers ``stats`` and the metrics endpoint are made of (``since`` None: counters
+        of all time)."""
+        seconds = None if since is None else to_seconds(since, what="since", allow_zero=False)
+        return await self._driver.snapshot(seconds)
+
+    async def stats(self, since: Duration = DEFAULT_WINDOW) -> Stats:
+        """Per queue and per job name: jobs by state, oldest ready age, and the window's
+        throughput and failure rate."""
+        window = to_seconds(since, what="since", allow_zero=False)
+        return summarize(await self._driver.snapshot(window), window)
+
+    async def rollup(self) -> int:
+        """Fold old minute counters into hours and hours into days (the scheduler leader does this)."""
+        return await self._driver.rollup_counters()
+
+
+def summarize(snap: Snapshot, window: float) -> Stats:
+    """Fold a snapshot into per-queue and per-name rows (a pure function, shared by every driver)."""
+    paused = {p.queue for p in snap.paused}
+    rows: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+    def row(queue: str, name: str | None) -> dict[str, Any]:
+        return rows.setdefault((queue, name), {"queue": queue, "name": name})
+
+    for c in snap.states:
+        for key in ((c.queue, None), (c.queue, c.name)):
+            r = row(*key)
+            r[c.state] = r.get(c.state, 0) + c.count
+            if c.state == "ready" and c.oldest_run_at is not None:
+                age = max(0.0, (snap.now - c.oldest_run_at).total_seconds())
+                r["oldest_ready_age"] = max(r.get("oldest_ready_age") or 0.0, age)
+    for s in snap.counters:
+        for key in ((s.queue, None), (s.queue, s.name)):
+            r = row(*key)
+            r["completed"] = r.get("completed", 0) + s.completed
+            r["retried"] = r.get("retried", 0) + s.retried
+            r["failures"] = r.get("failures", 0) + s.failed + s.dead
+            r["lapsed"] = r.get("lapsed", 0) + s.lapsed
+    for queue in paused:
+        row(queue, None)
+    out: list[StatsRow] = []
+    for (queue, name), r in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        settled = r.get("completed", 0) + r.get("retried", 0) + r.get("failures", 0)
+        out.append(
+            StatsRow(
+                queue=queue,
+                name=name,
+                ready=r.get("ready", 0),
+                delayed=r.get("delayed", 0),
+                running=r.get("running", 0),
+                suspended=r.get("suspended", 0),
+                dead=r.get("dead", 0),
+                failed=r.get("failed", 0),
+                oldest_ready_age=r.get("oldest_ready_age"),
+                paused=queue in paused,
+                completed=r.get("completed", 0),
+                retried=r.get("retried", 0),
+                failures=r.get("failures", 0),
+                lapsed=r.get("lapsed", 0),
+                throughput=r.get("completed", 0) * 60.0 / window,
+                failure_rate=None if settled == 0 else (settled - r.get("completed", 0)) / settled,
+            )
+        )
+    return Stats(
+        at=snap.now,
+        window=window,
+        queues=[r for r in out if r.name is None],
+        names=[r for r in out if r.name is not None],
+        workers=snap.workers,
+        paused=list(snap.paused),
+    )
+
+
+def _check_state(state: object, allowed: tuple[str, ...], fix: str) -> None:
+    if state not in allowed:
+        raise ConfigurationError(
+            code="STATE_UNKNOWN",
+            cause=f"state expected one of {', '.join(allowed)}; got {state!r}",
+            fix=fix,
+        )
+
+
+def _check_queue(queue: object, verb: str) -> None:
+    if not isinstance(queue, str) or not queue.strip() or len(queue) > MAX_QUEUE_NAME:
+        raise ConfigurationError(
+            code="QUEUE_NAME_INVALID",
+            cause=f"{verb} expected a queue name (1 to {MAX_QUEUE_NAME} characters), got {queue!r}",
+            fix=f"workhorse {verb} emails",
+        )
