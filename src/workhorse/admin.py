@@ -170,7 +170,7 @@ class Admin:
         prefix = None
         if id_prefix is not None:
             prefix = id_prefix.replace("-", "").lower() if isinstance(id_prefix, str) else ""
-            if not _HEX.match(prefix):
+            if not _HEX.fullmatch(prefix):
                 raise ConfigurationError(
                     code="ID_PREFIX_INVALID",
                     cause=f"id_prefix expected 1 to 32 hexadecimal digits of a job id, got {id_prefix!r}",

@@ -2,16 +2,57 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from workhorse.errors import ConfigurationError, JobCancelledError
 
 if TYPE_CHECKING:
     from workhorse.steps import Steps
+
+
+PROGRESS_INTERVAL = 1.0  # seconds: at most one progress write per job in this long
+MAX_PROGRESS_MESSAGE = 500  # characters kept of a progress message
+
+
+def progress_report(value: Any, message: Any, *, job: str) -> dict[str, Any]:
+    """Check one ``ctx.progress`` call and answer what is stored: fraction, done, total, message, at."""
+    done: int | None = None
+    total: int | None = None
+    fraction: float | None = None
+    if isinstance(value, tuple) and len(value) == 2 and all(type(v) is int for v in value):
+        done, total = value
+        if total > 0 and done >= 0:
+            fraction = min(done / total, 1.0)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= 1:
+        fraction = float(value)
+    if fraction is None:
+        raise ConfigurationError(
+            code="PROGRESS_INVALID",
+            cause=f"job {job!r} reported progress {value!r}; expected a fraction from 0 to 1 or "
+            "(done, total) with 0 <= done and total > 0",
+            fix="ctx.progress(0.5) or ctx.progress((50, 100), 'halfway')",
+        )
+    if message is not None and not isinstance(message, str):
+        raise ConfigurationError(
+            code="PROGRESS_INVALID",
+            cause=f"job {job!r} reported a progress message of type {type(message).__name__}; expected a string",
+            fix="ctx.progress(0.5, message='halfway')",
+        )
+    return {
+        "fraction": round(fraction, 6),
+        "done": done,
+        "total": total,
+        "message": None if message is None else message[:MAX_PROGRESS_MESSAGE],
+        "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),  # clock-ok: display only
+    }
 
 
 @dataclass
@@ -27,6 +68,11 @@ class JobContext:
 
     ``step`` is the durable-step API (``workhorse.steps``): ``await ctx.step.run(name, fn, ...)``,
     ``ctx.step.sleep``, ``ctx.step.sleep_until`` and ``ctx.step.wait_for_event``.
+
+    ``progress(0.4, "resized 40 of 100")`` or ``progress((40, 100))`` reports how far the attempt
+    got; ``workhorse show`` and ``ls`` display it. Call it as often as you like: it never waits on
+    the database, and at most one write a second per job reaches it (fenced on the claim, like
+    every write of the run). The latest report is written with the settle in any case.
     """
 
     id: str
@@ -45,6 +91,32 @@ class JobContext:
     # True while a step statement that may suspend the job is in flight: the lease can vanish
     # then because this run released it, which the worker must not report as a lost lease.
     _releasing: bool = field(default=False, repr=False)
+    # Progress: the latest report (JSON text), the one not yet written, and the worker's sink that
+    # schedules a write (after ``delay`` seconds); None outside a worker.
+    _progress_latest: str | None = field(default=None, repr=False)
+    _progress_pending: str | None = field(default=None, repr=False)
+    _progress_next: float = field(default=0.0, repr=False)  # monotonic time the next write may go
+    _progress_scheduled: bool = field(default=False, repr=False)
+    _progress_sink: Callable[[float], None] | None = field(default=None, repr=False)
+
+    def progress(self, value: float | tuple[int, int], message: str | None = None) -> None:
+        """Report progress: a fraction from 0 to 1, or ``(done, total)``, with an optional message."""
+        report = progress_report(value, message, job=self.name)
+        text = json.dumps(report)
+        self._progress_latest = text
+        self._progress_pending = text
+        sink = self._progress_sink
+        if sink is not None and not self._progress_scheduled:
+            self._progress_scheduled = True
+            sink(max(0.0, self._progress_next - time.monotonic()))
+
+    def take_progress(self) -> str | None:
+        """For the worker: the report to write now (None when nothing is new), opening the next
+        one-second window."""
+        text, self._progress_pending = self._progress_pending, None
+        self._progress_scheduled = False
+        self._progress_next = time.monotonic() + PROGRESS_INTERVAL
+        return text
 
     @property
     def step(self) -> Steps:

@@ -61,6 +61,7 @@ log = logging.getLogger("workhorse.scheduler")
 
 WAKE_MARGIN = 0.005  # seconds past a due time (or a lease expiry) before the round that acts on it
 MIN_WAIT = 0.01  # the shortest sleep between two rounds unless the round itself asks for another now
+FOLD_INTERVAL = 3600.0  # seconds between counter folds by an idle (task-less) scheduler role
 LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection
 
 
@@ -139,6 +140,9 @@ class RoundStore(Protocol):
 
     async def release(self, holder: str, epoch: int) -> bool: ...
 
+    async def rollup(self) -> int:
+        """Fold old counter buckets (``Driver.rollup_counters``); answers rows folded."""
+
     async def close(self) -> None: ...
 
 
@@ -212,6 +216,9 @@ class PostgresRoundStore:
     async def release(self, holder: str, epoch: int) -> bool:
         rows = await self.driver.fetch(sql.RELEASE, {"holder": holder, "epoch": epoch, "channel": self.channel})
         return bool(rows and rows[0]["released"])
+
+    async def rollup(self) -> int:
+        return await self.driver.rollup_counters()
 
     async def close(self) -> None:
         await self.driver.close()
@@ -313,6 +320,7 @@ class Scheduler:
         self._waiter = waiter
         self._view = _View()
         self._anchor: _Anchor | None = None
+        self._folded_hour: datetime | None = None
         self._wake = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._stopped = asyncio.Event()
@@ -350,7 +358,7 @@ class Scheduler:
         try:
             if not self.tasks:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
-                await self._stop_requested.wait()
+                await self._fold_hourly()
                 return self.stats
             store = self._store if self._store is not None else PostgresRoundStore(self.app)
             try:
@@ -382,6 +390,18 @@ class Scheduler:
         self._wake.set()
         if self._running:
             await self._stopped.wait()
+
+    async def _fold_hourly(self) -> None:
+        """With no task there is no election, and every idle role folds the counters once an hour
+        instead (the fold is exactly-once whoever runs it)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_requested.wait(), timeout=FOLD_INTERVAL * random.uniform(0.9, 1.1))
+                return
+            try:
+                await self.app.admin.rollup()
+            except WorkhorseError as error:
+                log.warning("scheduler %s: folding counters failed (%s)", self.id, error.cause)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[signal.Signals]:
         installed: list[signal.Signals] = []
@@ -415,6 +435,7 @@ class Scheduler:
             try:
                 wait = await self._round(store)
                 failures = 0
+                await self._fold_counters(store)
             except WorkhorseError as error:
                 failures += 1
                 self.stats.failed_rounds += 1
@@ -446,6 +467,18 @@ class Scheduler:
         self.stats.rounds += 1
         became = self._absorb(request, answer)
         return self._next_wait(became)
+
+    async def _fold_counters(self, store: RoundStore) -> None:
+        """The leader folds old minute counters into hours and days, at most once an hour of the
+        database clock (the fold is safe from any number of processes; leading just keeps it to one)."""
+        if not self.leading or self._anchor is None:
+            return
+        hour = self._anchor.db_now.replace(minute=0, second=0, microsecond=0)
+        if hour != self._folded_hour:
+            self._folded_hour = hour
+            folded = await store.rollup()
+            if folded:
+                log.info("scheduler %s: folded %d counter bucket(s) into hours and days", self.id, folded)
 
     def _estimate_now(self) -> datetime | None:
         """The database clock now: the last round's ``now()`` moved on by the monotonic clock."""

@@ -199,6 +199,7 @@ class Worker:
         self._accepting = True
         self._stopped = asyncio.Event()
         self._control: _Control | None = None
+        self._progress_writes: set[asyncio.Task[None]] = set()  # on the control loop
         self._body_loop: asyncio.AbstractEventLoop | None = None
         self._drain_deadline: float | None = None
         self._burst = False
@@ -372,6 +373,7 @@ class Worker:
             await self._claim_loop(control, listener)
             await self._drain(control)
         finally:
+            tasks.extend(self._progress_writes)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -547,6 +549,7 @@ class Worker:
             slot_queue=claimed.queue,
             thread_alive=not handle.is_async,
         )
+        ctx._progress_sink = functools.partial(self._progress_requested, held)
         with self._lock:
             self._held[claimed.id] = held
         return held
@@ -635,6 +638,37 @@ class Worker:
                 self._forgotten += 1
         control.wake.set()
 
+    # -- progress -----------------------------------------------------------------------------
+
+    def _progress_requested(self, held: _Held, delay: float) -> None:
+        """From the body (its loop or its thread): write the run's progress ``delay`` seconds from
+        now, on the control loop. ``JobContext.progress`` asks at most once per write."""
+        control = self._control
+        if control is not None:
+            with contextlib.suppress(RuntimeError):  # the control loop already closed: the settle wrote it
+                control.loop.call_soon_threadsafe(self._progress_arm, control, held, delay)
+
+    def _progress_arm(self, control: _Control, held: _Held, delay: float) -> None:
+        if delay > 0:
+            control.loop.call_later(delay, self._progress_flush, control, held)
+        else:
+            self._progress_flush(control, held)
+
+    def _progress_flush(self, control: _Control, held: _Held) -> None:
+        text = held.run.ctx.take_progress()
+        if text is None or held.body_done:
+            return  # the settle statement writes the latest report
+        task = control.loop.create_task(self._write_progress(control, held, text))
+        self._progress_writes.add(task)
+        task.add_done_callback(self._progress_writes.discard)
+
+    async def _write_progress(self, control: _Control, held: _Held, text: str) -> None:
+        fence = StepFence(held.lease.job_id, self.id, held.lease.claims)
+        try:
+            await control.settle.record_progress(fence, text)
+        except WorkhorseError as error:  # advisory: the next report, or the settle, writes it again
+            log.warning("worker %s: progress of job %s not written (%s)", self.id, held.lease.job_id, error.cause)
+
     # -- settling -----------------------------------------------------------------------------
 
     async def _settle_loop(self, control: _Control) -> None:
@@ -658,6 +692,7 @@ class Worker:
                 result=v.result,
                 error=v.error,
                 delay=v.delay,
+                progress=h.run.ctx._progress_latest,
             )
             for h, v in batch
             if v.outcome is not None

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
-import json
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from clikit import HERE, UNKNOWN_ID, as_json, invoke, refused
 
 from workhorse._db.migrate import latest_version
 from workhorse.cli import cli
 
-HERE = Path(__file__).parent
 PINNED_KEYS = {
     "id",
     "name",
@@ -36,46 +32,6 @@ PINNED_KEYS = {
     "run_at",
 }
 WORKHORSE = [sys.executable, "-m", "workhorse"]
-UNKNOWN_ID = "0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e"
-
-
-@pytest.fixture(autouse=True)
-def environment(monkeypatch: pytest.MonkeyPatch, database_url: str, tmp_path: Path) -> None:
-    # monkeypatch restores these, including what the CLI itself sets for --app with --database-url.
-    monkeypatch.setenv("WORKHORSE_DATABASE_URL", database_url)
-    monkeypatch.setenv("WORKHORSE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("WORKHORSE_APP", raising=False)
-
-
-@pytest.fixture
-def cliapp(monkeypatch: pytest.MonkeyPatch, schema: str) -> Iterator[ModuleType]:
-    """``tests/cli/cliapp.py`` imported fresh on this test's schema (migrated), as ``--app cliapp:app`` sees it."""
-    monkeypatch.setenv("WORKHORSE_TEST_SCHEMA", schema)
-    monkeypatch.syspath_prepend(str(HERE))
-    monkeypatch.delitem(sys.modules, "cliapp", raising=False)
-    module = importlib.import_module("cliapp")
-    module.app.migrate_sync()
-    yield module
-    asyncio.run(module.app.close())
-
-
-def invoke(database_url: str, schema: str, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--database-url", database_url, "--schema", schema, *args])
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(result.stdout)
-
-
-def refused(result: Result, code: str) -> dict[str, Any]:
-    """A refusal with --json: exit 2, exactly the error document on stdout."""
-    assert result.exit_code == 2, result.output
-    document = as_json(result)
-    assert set(document) == {"error"}
-    assert set(document["error"]) == {"code", "cause", "fix"}
-    assert document["error"]["code"] == code
-    error: dict[str, Any] = document["error"]
-    return error
 
 
 # -- migrate ------------------------------------------------------------------------------------
@@ -113,7 +69,7 @@ def test_ls_json_pages_newest_first(database_url: str, schema: str, cliapp: Modu
         result = invoke(database_url, schema, "ls", "--limit", "2", "--json", *after)
         assert result.exit_code == 0, result.output
         page = as_json(result)
-        assert set(page) == {"jobs", "next"}
+        assert set(page) == {"jobs", "next", "prev"}
         for job in page["jobs"]:
             assert set(job) >= PINNED_KEYS
             assert "steps" not in job
@@ -133,7 +89,7 @@ def test_ls_filters(database_url: str, schema: str, cliapp: ModuleType) -> None:
     result = invoke(database_url, schema, "ls", "--queue", "loud", "--state", "ready", "--json")
     assert [job["id"] for job in as_json(result)["jobs"]] == [loud.id]
     none = invoke(database_url, schema, "ls", "--state", "dead", "--json")
-    assert as_json(none) == {"jobs": [], "next": None}
+    assert as_json(none) == {"jobs": [], "next": None, "prev": None}
 
 
 def test_ls_human_shows_whole_ids_and_the_next_page(database_url: str, schema: str, cliapp: ModuleType) -> None:
@@ -391,7 +347,6 @@ def test_a_stuck_sync_body_cannot_hold_the_worker_process(database_url: str, sch
 
 
 def test_workers_lists_the_live_registry(database_url: str, schema: str) -> None:
-    import asyncio
 
     from workhorse import App
     from workhorse.drivers.base import WorkerInfo

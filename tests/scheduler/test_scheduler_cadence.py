@@ -39,12 +39,17 @@ class FakeStore:
     fired: list[tuple[str, datetime, datetime]] = field(default_factory=list)  # task, occurrence, when
     released: list[str] = field(default_factory=list)
     crashed: set[str] = field(default_factory=set)
+    rollups: int = 0
 
     def now(self) -> datetime:
         return START + timedelta(seconds=self.clock.now)
 
     async def check_schema(self) -> None:
         return None
+
+    async def rollup(self) -> int:
+        self.rollups += 1
+        return 0
 
     async def round(self, request: RoundRequest) -> RoundAnswer:
         t = self.clock.now

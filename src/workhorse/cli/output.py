@@ -81,6 +81,33 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
 
 
+def count(number: int, noun: str) -> str:
+    """``1 job``, ``1,000 jobs``: a number with thousands separators and its noun, plural when due."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
+def percent(share: float | None) -> str:
+    """``12.5%`` for a share from 0 to 1; ``-`` when there is none (nothing to divide)."""
+    return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def progress_line(progress: dict[str, Any] | None, width: int | None = None) -> str:
+    """A job's last progress report in a line: ``40/100 resizing`` or ``42% copying``; ``-`` when
+    it never reported. ``width`` trims the whole line."""
+    if not progress:
+        return "-"
+    done, total, fraction = progress.get("done"), progress.get("total"), progress.get("fraction")
+    if done is not None and total is not None:
+        amount = f"{done:,}/{total:,}"
+    elif isinstance(fraction, int | float):
+        amount = f"{fraction * 100:.0f}%"
+    else:
+        amount = ""
+    message = progress.get("message")
+    text = " ".join(part for part in (amount, str(message) if message else "") if part) or "-"
+    return text if width is None else trim(text, width)
+
+
 def trim(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -8,8 +8,12 @@ idempotency key held by LIVE rows of ``(name, tenant or '', key)``, newest-first
 operator verbs guarded by the same states and refused with the same ``refusals``, and the step
 and event statements of ``workhorse._db.queries.steps`` (fenced writes, suspension in the step's
 own write, waits answered by the earliest unexpired event at or after they began, publish waking
-matching suspended runs). Where Postgres NOTIFYs (enqueue, a publish that woke runs), this driver
-calls its subscribers (``subscribe``): that is how an in-process worker is woken.
+matching suspended runs). The operator surface mirrors the same statements: bulk verbs over the
+movable rows oldest first, paused queues dropped from every claim, the ``counters`` moved by the
+settle and the sweeping claim (minute buckets of this driver's clock, folded by
+``rollup_counters``), the errors history and progress. Where Postgres NOTIFYs (enqueue, requeue,
+promote, resume, a publish that woke runs), this driver calls its subscribers (``subscribe``):
+that is how an in-process worker is woken.
 
 The injected clock is this driver's database clock (``now()`` in Postgres): it is read once per
 call, so one call decides with one instant, as one statement does. Payloads, results and errors
@@ -35,11 +39,17 @@ from typing import Any, Literal
 from workhorse._db.migrate import available
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
+    ERRORS_KEPT,
+    FINISHED_STATES,
     LIVE_STATES,
     Beat,
+    BulkFilter,
+    BulkResult,
+    BulkVerb,
     Buried,
     Claimed,
     ClaimResult,
+    CounterSum,
     Job,
     JobRef,
     Lease,
@@ -47,7 +57,10 @@ from workhorse.drivers.base import (
     NewJob,
     Page,
     PublishedEvent,
+    QueuePause,
     Settlement,
+    Snapshot,
+    StateCount,
     StepAnswer,
     StepFence,
     StepRecord,
@@ -60,6 +73,10 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F
 _OUTCOMES = frozenset({"done", "retry", "interrupted", "dead", "failed"})
 _FINISHING = frozenset({"done", "dead", "failed"})
 _KeySlot = tuple[str, str, str]
+# ``counters``: (tier, bucket, queue, name) -> [completed, retried, failed, dead, lapsed]
+_CounterKey = tuple[str, datetime, str, str]
+_COUNTED = {"done": 0, "retry": 1, "failed": 2, "dead": 3, "lapsed": 4}  # outcome -> column
+_SNAPSHOT_STATES = frozenset({"ready", "delayed", "running", "suspended", "dead", "failed"})
 SHOWN_LIMIT = 1_000  # steps.LIST_SHOWN's trim
 PURGE_BATCH = 1_000
 log = logging.getLogger("workhorse.memory")
@@ -71,7 +88,7 @@ def _system_clock() -> datetime:
 
 def _canonical(job_id: str) -> str | None:
     """The id as ``uuid::text`` spells it, or None when Postgres would not take it as a uuid."""
-    return str(uuid.UUID(job_id)) if isinstance(job_id, str) and _UUID.match(job_id) else None
+    return str(uuid.UUID(job_id)) if isinstance(job_id, str) and _UUID.fullmatch(job_id) else None
 
 
 def _reject_constant(token: str) -> Any:
@@ -95,6 +112,34 @@ def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _trunc(at: datetime, unit: Literal["minute", "hour", "day"]) -> datetime:
+    """``date_trunc(unit, at)`` in UTC (the Postgres driver's sessions run with TimeZone=UTC)."""
+    at = at.astimezone(UTC).replace(second=0, microsecond=0)
+    if unit in ("hour", "day"):
+        at = at.replace(minute=0)
+    if unit == "day":
+        at = at.replace(hour=0)
+    return at
+
+
+def _json_time(at: datetime) -> str:
+    """A timestamptz as jsonb spells it in a UTC session: ISO 8601, fraction trimmed of zeros."""
+    text = at.astimezone(UTC).isoformat()
+    if "." in text:
+        whole, rest = text.split(".", 1)
+        digits, zone = rest[:6].rstrip("0"), rest[6:]
+        text = f"{whole}.{digits}{zone}" if digits else f"{whole}{zone}"
+    return text
+
+
+def _error_entry(attempt: int, error: str, now: datetime) -> dict[str, Any]:
+    """One ``jobs.errors`` entry, as ``jobs.errors_appended`` builds it: ``error -> 'type'`` and
+    ``error -> 'message'`` (JSON values as given, null when absent), ``at`` the statement's now()."""
+    decoded = json.loads(error)
+    fields = decoded if isinstance(decoded, dict) else {}
+    return {"attempt": attempt, "type": fields.get("type"), "message": fields.get("message"), "at": _json_time(now)}
+
+
 @dataclass(slots=True)
 class _Row:
     """One row of ``jobs``; JSON columns held as text."""
@@ -115,6 +160,7 @@ class _Row:
     result: str | None = None
     last_error: str | None = None
     progress: str | None = None
+    errors: str | None = None  # the last ERRORS_KEPT attempts' errors, oldest first
     attempt: int = 0
     claims: int = 0
     worker_id: str | None = None
@@ -140,7 +186,24 @@ class _Row:
             (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
             and (f.tenant is None or self.tenant == f.tenant)
             and (f.state is None or self.reported_state(now) == f.state)
+            and (f.id_prefix is None or self.id.replace("-", "").startswith(f.id_prefix))
+            and (f.created_from is None or self.created_at >= f.created_from)
+            and (f.created_to is None or self.created_at < f.created_to)
         )  # fmt: skip
+
+    def in_bulk(self, f: BulkFilter, now: datetime) -> bool:
+        """The bulk verbs' "matching": one REPORTED state, queue/name/tenant when given."""
+        return (
+            self.reported_state(now) == f.state
+            and (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
+            and (f.tenant is None or self.tenant == f.tenant)
+        )  # fmt: skip
+
+    def note_error(self, error: str, now: datetime) -> None:
+        """Append an attempt's error to ``errors``, keeping the last ERRORS_KEPT."""
+        kept: list[dict[str, Any]] = _load(self.errors) or []
+        kept.append(_error_entry(self.attempt, error, now))
+        self.errors = json.dumps(kept[-ERRORS_KEPT:])
 
     def job(self, now: datetime) -> Job:
         return Job(
@@ -151,6 +214,7 @@ class _Row:
             dead_letter=self.dead_letter, claims=self.claims, worker_id=self.worker_id,
             lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
+            errors=_load(self.errors) or [],
         )  # fmt: skip
 
     def bury(self, now: datetime) -> Buried:
@@ -161,12 +225,23 @@ class _Row:
             "every worker that took this job stopped heartbeating, most likely it died"
         )
         self.last_error = json.dumps({"type": "LeaseLapsed", "message": message, "traceback": None})
+        self.note_error(self.last_error, now)
         self.worker_id, self.lease_expires_at, self.finished_at, self.updated_at = None, None, now, now
         return Buried(
             id=self.id, name=self.name, queue=self.queue, tenant=self.tenant, state=self.state,
             payload=_load(self.payload), attempt=self.attempt, max_attempts=self.max_attempts,
             last_error=_load(self.last_error),
         )  # fmt: skip
+
+    def requeued(self, now: datetime) -> None:
+        """REQUEUE's effect: a fresh run (attempts reset, progress cleared; errors and steps kept)."""
+        self.state, self.attempt, self.run_at, self.result, self.finished_at = "ready", 0, now, None, None
+        self.worker_id, self.lease_expires_at, self.progress, self.updated_at = None, None, None, now
+
+    def cancelled(self, now: datetime) -> None:
+        """CANCEL's effect: a running row's worker loses its claim (it cancels at its next beat)."""
+        self.state, self.worker_id, self.lease_expires_at = "cancelled", None, None
+        self.finished_at, self.updated_at = now, now
 
     def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claimed:
         """CLAIM's ``claimed`` arm: spend an attempt, move the fence, take the lease."""
@@ -245,6 +320,8 @@ class MemoryDriver:
         self._events: list[_EventRow] = []
         self._event_ids = itertools.count(1)
         self._subscribers: list[Callable[[], None]] = []
+        self._pauses: dict[str, QueuePause] = {}
+        self._counters: dict[_CounterKey, list[int]] = {}
         self._migrated = False
 
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -278,6 +355,11 @@ class MemoryDriver:
                 fix="MemoryDriver(clock=lambda: datetime.now(UTC))",  # clock-ok: text of a fix
             )
         return now.astimezone(UTC)
+
+    def _count(self, row: _Row, column: str, now: datetime) -> None:
+        """The counters upsert: +1 in this minute's bucket of the row's (queue, name)."""
+        key = ("minute", _trunc(now, "minute"), row.queue, row.name)
+        self._counters.setdefault(key, [0, 0, 0, 0, 0])[_COUNTED[column]] += 1
 
     def _live_holder(self, slot: _KeySlot) -> _Row | None:
         return next((r for r in self._rows.values() if r.state in LIVE_STATES and r.slot() == slot), None)
@@ -379,6 +461,8 @@ class MemoryDriver:
             buried: list[Buried] = []
             next_due: float | None = None
             for queue, slots in wants.items():
+                if queue in self._pauses:  # `wanted` drops a paused queue: nothing taken, no next_due
+                    continue
                 mine = [r for r in self._rows.values() if r.queue == queue and r.name in name_set]
                 if slots <= 0 or not mine:
                     continue
@@ -386,8 +470,14 @@ class MemoryDriver:
                 lapsed = sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:slots]
                 due = [r for r in mine if r.state in ("ready", "delayed", "suspended") and r.run_at <= now]
                 due = sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:slots]
-                picked = ([r for r in lapsed if r.attempt < r.max_attempts] + due)[:slots]
-                buried += [r.bury(now) for r in lapsed if r.attempt >= r.max_attempts]
+                retaken = [r for r in lapsed if r.attempt < r.max_attempts]
+                picked = (retaken + due)[:slots]
+                for r in lapsed:
+                    if r.attempt >= r.max_attempts:
+                        buried.append(r.bury(now))
+                        self._count(r, r.state, now)  # 'dead', or 'failed' without a dead-letter queue
+                for r in retaken:
+                    self._count(r, "lapsed", now)
                 claimed += [r.claim(worker_id, now + timedelta(seconds=visibility), now) for r in picked]
                 later = [r.run_at for r in mine if r.state in ("delayed", "suspended") and r.run_at > now]
                 later += [
@@ -450,6 +540,7 @@ class MemoryDriver:
                 )
             _json_text(s.result, "a settled result")
             _json_text(s.error, "a settled error")
+            _json_text(s.progress, "a settled progress report")
         with self._lock:
             now = self._now()
             landed: set[str] = set()
@@ -463,14 +554,19 @@ class MemoryDriver:
                     r.state = "ready" if s.outcome == "interrupted" else s.outcome
                 if s.outcome == "done":
                     r.result = s.result
-                if s.error is not None:
+                if s.error is not None:  # only retry, dead and failed settles carry one
                     r.last_error = s.error
+                    r.note_error(s.error, now)
+                if s.progress is not None:
+                    r.progress = s.progress  # the final unflushed report rides the settle
                 if s.outcome == "interrupted":
                     r.attempt = max(r.attempt - 1, 0)
                 if s.outcome in ("retry", "interrupted"):
                     r.run_at = now + timedelta(seconds=s.delay)
                 r.finished_at = now if s.outcome in _FINISHING else None
                 r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
+                if s.outcome != "interrupted":  # `counted`: landed rows only; a hand-back counts nothing
+                    self._count(r, s.outcome, now)
                 landed.add(r.id)
         # SETTLE_MANY answers ids; PostgresDriver maps each settlement to "its id came back".
         return [s.job_id in landed for s in settlements]
@@ -486,20 +582,37 @@ class MemoryDriver:
             steps = sorted(self._steps.get(r.id, {}).values(), key=lambda s: (s.seq, s.started_at or now))
             return replace(r.job(now), steps=[s.shown() for s in steps])
 
-    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
+    async def list_jobs(
+        self, filters: ListFilter, *, limit: int, after: str | None = None, before: str | None = None
+    ) -> Page:
         with self._lock:
             now = self._now()
-            rows = list(self._rows.values())
-            if after is not None:
-                cursor = self._get(after)
-                if cursor is None:
-                    raise refusals.bad_cursor(after)
-                bound = (cursor.created_at, cursor.id)
-                rows = [r for r in rows if (r.created_at, r.id) < bound]
-            rows = [r for r in rows if r.matches(filters, now)]
-            rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
-            jobs = [r.job(now) for r in rows[: max(limit, 0)]]
-        return Page(jobs, jobs[-1].id if jobs and len(jobs) == limit else None)
+            bounds: dict[str, tuple[datetime, str]] = {}
+            for which, cursor in (("after", after), ("before", before)):
+                if cursor is not None:
+                    row = self._get(cursor)
+                    if row is None:
+                        raise refusals.bad_cursor(cursor, which=which)
+                    bounds[which] = (row.created_at, row.id)
+            rows = [r for r in self._rows.values() if r.matches(filters, now)]
+            if "after" in bounds:
+                rows = [r for r in rows if (r.created_at, r.id) < bounds["after"]]
+            if "before" in bounds:  # the nearest newer rows: ascending from the cursor, then reversed
+                rows = [r for r in rows if (r.created_at, r.id) > bounds["before"]]
+                rows.sort(key=lambda r: (r.created_at, r.id))
+                rows = rows[: max(limit, 0)][::-1]
+            else:
+                rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+                rows = rows[: max(limit, 0)]
+            jobs = [r.job(now) for r in rows]
+        full = bool(jobs) and len(jobs) == limit
+        if before is not None:
+            return Page(jobs, next=jobs[-1].id if jobs else None, prev=jobs[0].id if full else None)
+        return Page(
+            jobs,
+            next=jobs[-1].id if full else None,
+            prev=jobs[0].id if after is not None and jobs else None,
+        )
 
     # -- operator verbs: CANCEL, REQUEUE, PROMOTE, REMOVE ---------------------------------------
 
@@ -509,8 +622,7 @@ class MemoryDriver:
             r = self._find(job_id)
             if r.state not in LIVE_STATES:
                 raise refusals.not_cancellable(job_id, r.reported_state(now))
-            r.state, r.worker_id, r.lease_expires_at = "cancelled", None, None
-            r.finished_at, r.updated_at = now, now
+            r.cancelled(now)
             return r.job(now)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
@@ -524,8 +636,7 @@ class MemoryDriver:
                 raise refusals.step_unknown(job_id, from_step, [s.name for s in sorted(steps.values(), key=_by_seq)])
             if (slot := r.slot()) is not None and (holder := self._live_holder(slot)) is not None:
                 raise refusals.key_held(job_id, slot[2], holder.id)  # the live-key index refuses it
-            r.state, r.attempt, r.run_at, r.result, r.finished_at = "ready", 0, now, None, None
-            r.worker_id, r.lease_expires_at, r.updated_at = None, None, now
+            r.requeued(now)
             if from_step is not None:  # REQUEUE_FROM_STEP: that step and every later one, by position
                 cut = steps[from_step].seq
                 for name in [s.name for s in steps.values() if s.seq >= cut]:
@@ -539,8 +650,11 @@ class MemoryDriver:
             r = self._find(job_id)
             if r.state not in ("ready", "delayed"):
                 raise refusals.not_promotable(job_id, r.reported_state(now))
-            r.state, r.run_at, r.updated_at = "ready", now, now
-            return r.job(now)
+            # least(): promoting an overdue ready job must not move it behind its peers
+            r.state, r.run_at, r.updated_at = "ready", min(r.run_at, now), now
+            job = r.job(now)
+        self._notify()
+        return job
 
     async def remove(self, job_id: str) -> Job:
         with self._lock:
@@ -554,6 +668,137 @@ class MemoryDriver:
 
     async def close(self) -> None:
         return None
+
+    # -- bulk verbs, pauses, counters, progress --------------------------------------------------
+
+    def _movable(self, verb: BulkVerb, filters: BulkFilter, now: datetime) -> list[_Row]:
+        """The rows ``verb`` may move, oldest first by (created_at, id)."""
+        rows = sorted((r for r in self._rows.values() if r.in_bulk(filters, now)), key=lambda r: (r.created_at, r.id))
+        if verb == "requeue":
+            rows = [r for r in rows if r.state in FINISHED_STATES]
+            held = {slot for r in self._rows.values() if r.state in LIVE_STATES and (slot := r.slot()) is not None}
+            oldest: list[_Row] = []
+            for r in rows:  # a key held by a live job stays put; of one key's rows, the oldest moves
+                slot = r.slot()
+                if slot is None:
+                    oldest.append(r)
+                elif slot not in held:
+                    held.add(slot)
+                    oldest.append(r)
+            return oldest
+        if verb == "remove":
+            return [r for r in rows if r.state != "running"]
+        if verb == "promote":
+            return [r for r in rows if r.state in ("ready", "delayed") and r.run_at > now]
+        if verb == "cancel":
+            return [r for r in rows if r.state in LIVE_STATES]
+        raise ConfigurationError(
+            cause=f"bulk verb {verb!r} is not one of cancel, promote, remove, requeue",
+            fix="app.admin.requeue_many(state='dead')   # or remove_many, promote_many, cancel_many",
+        )
+
+    async def bulk(self, verb: BulkVerb, filters: BulkFilter, *, limit: int, dry_run: bool) -> BulkResult:
+        with self._lock:
+            now = self._now()
+            movable = self._movable(verb, filters, now)
+            moved = movable[: max(limit, 0)]
+            if not dry_run:
+                for r in moved:
+                    if verb == "requeue":
+                        r.requeued(now)  # steps stay: they replay
+                    elif verb == "remove":
+                        del self._rows[r.id]
+                        self._steps.pop(r.id, None)  # on delete cascade
+                    elif verb == "promote":
+                        r.state, r.run_at, r.updated_at = "ready", now, now
+                    else:
+                        r.cancelled(now)
+        if moved and not dry_run and verb in ("requeue", "promote"):
+            self._notify()
+        return BulkResult(verb=verb, affected=len(moved), remaining=len(movable) - len(moved), dry_run=dry_run)
+
+    async def pause_queue(self, queue: str, reason: str | None) -> QueuePause:
+        with self._lock:
+            now = self._now()
+            known = self._pauses.get(queue)
+            if known is None:
+                paused = QueuePause(queue=queue, paused_at=now, reason=reason)
+            else:  # the first paused_at stays; a new reason replaces the old one, none keeps it
+                paused = replace(known, reason=reason if reason is not None else known.reason)
+            self._pauses[queue] = paused
+            return paused
+
+    async def resume_queue(self, queue: str) -> bool:
+        with self._lock:
+            resumed = self._pauses.pop(queue, None) is not None
+        if resumed:
+            self._notify()
+        return resumed
+
+    async def list_pauses(self) -> list[QueuePause]:
+        with self._lock:
+            return [self._pauses[q] for q in sorted(self._pauses)]
+
+    async def snapshot(self, since: float | None) -> Snapshot:
+        with self._lock:
+            now = self._now()
+            states: dict[tuple[str, str, str], tuple[int, datetime]] = {}
+            for r in self._rows.values():
+                if r.state in _SNAPSHOT_STATES:
+                    key = (r.queue, r.name, r.reported_state(now))
+                    count, oldest = states.get(key, (0, r.run_at))
+                    states[key] = (count + 1, min(oldest, r.run_at))
+            start = None if since is None else now - timedelta(seconds=since)
+            sums: dict[tuple[str, str], list[int]] = {}
+            for (_tier, bucket, queue, name), values in self._counters.items():
+                if start is None or bucket >= start:
+                    total = sums.setdefault((queue, name), [0, 0, 0, 0, 0])
+                    for i, value in enumerate(values):
+                        total[i] += value
+            pauses = [self._pauses[q] for q in sorted(self._pauses)]
+            workers = sum(1 for w in self._workers.values() if w.expires_at is not None and w.expires_at > now)
+        return Snapshot(
+            now=now,
+            states=[
+                StateCount(queue=q, name=n, state=st, count=count, oldest_run_at=oldest)
+                for (q, n, st), (count, oldest) in sorted(states.items())
+            ],
+            counters=[
+                CounterSum(queue=q, name=n, completed=v[0], retried=v[1], failed=v[2], dead=v[3], lapsed=v[4])
+                for (q, n), v in sorted(sums.items())
+            ],
+            paused=pauses,
+            workers=workers,
+        )
+
+    def _fold(self, source: str, target: Literal["hour", "day"], before: datetime) -> int:
+        """One rollup statement: delete ``source`` rows older than ``before``, add them into ``target``."""
+        moved = [k for k in self._counters if k[0] == source and k[1] < before]
+        for key in moved:
+            values = self._counters.pop(key)
+            _tier, bucket, queue, name = key
+            total = self._counters.setdefault((target, _trunc(bucket, target), queue, name), [0, 0, 0, 0, 0])
+            for i, value in enumerate(values):
+                total[i] += value
+        return len(moved)
+
+    async def rollup_counters(self) -> int:
+        with self._lock:
+            now = self._now()
+            folded = self._fold("minute", "hour", _trunc(now - timedelta(hours=2), "hour"))
+        with self._lock:  # two statements, each with its own now()
+            now = self._now()
+            folded += self._fold("hour", "day", _trunc(now - timedelta(days=2), "day"))
+        return folded
+
+    async def record_progress(self, fence: StepFence, progress: str) -> bool:
+        _json_text(progress, "a progress report")
+        with self._lock:
+            r = self._fenced(fence)
+            if r is None:
+                return False
+            r.progress = progress
+            return True
 
     # -- durable steps and events: steps.LIST, PUT, SLEEP, WAIT, PUBLISH, PURGE_EXPIRED ------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -23,6 +24,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from workhorse._db import migrate as migrations
+from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import steps as step_sql
 from workhorse._db.queries import workers as worker_sql
@@ -30,9 +32,13 @@ from workhorse.drivers import refusals
 from workhorse.drivers.base import (
     LIVE_STATES,
     Beat,
+    BulkFilter,
+    BulkResult,
+    BulkVerb,
     Buried,
     Claimed,
     ClaimResult,
+    CounterSum,
     Job,
     JobRef,
     Lease,
@@ -40,7 +46,10 @@ from workhorse.drivers.base import (
     NewJob,
     Page,
     PublishedEvent,
+    QueuePause,
     Settlement,
+    Snapshot,
+    StateCount,
     StepAnswer,
     StepFence,
     StepRecord,
@@ -51,6 +60,7 @@ from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, Wor
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
 PURGE_BATCH = 1_000  # expired events deleted per statement: short locks, a loop until done
+BULK_TRIES = 3  # a bulk requeue racing a keyed enqueue (or another requeue) of the same key is run again
 Statement = tuple[LiteralString, dict[str, Any]]
 
 
@@ -113,6 +123,7 @@ def _job(row: dict[str, Any]) -> Job:
         result=row["result"],
         last_error=row["last_error"],
         progress=row["progress"],
+        errors=row["errors"] or [],
         key=row["idempotency_key"],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
@@ -572,6 +583,7 @@ class PostgresDriver:
                 "results": [s.result for s in settlements],
                 "errors": [s.error for s in settlements],
                 "delays": [s.delay for s in settlements],
+                "progresses": [s.progress for s in settlements],
             },
         )
         landed = {r["id"] for r in rows}
@@ -593,29 +605,72 @@ class PostgresDriver:
         rows = await self.fetch(sql.GET, {"id": job_id})
         return _job(rows[0]) if rows else None
 
-    async def list_jobs(self, filters: ListFilter, *, limit: int, after: str | None) -> Page:
-        if after is not None and (not _is_uuid(after) or not await self.fetch(sql.CURSOR_EXISTS, {"id": after})):
-            raise refusals.bad_cursor(after)
-        rows = await self.fetch(
-            sql.LIST_PAGE,
-            {
-                "queue": filters.queue,
-                "name": filters.name,
-                "tenant": filters.tenant,
-                "state": filters.state,
-                "after": after,
-                "limit": limit,
-            },
-        )
+    async def list_jobs(
+        self, filters: ListFilter, *, limit: int, after: str | None = None, before: str | None = None
+    ) -> Page:
+        """One keyset page in one statement; a second read only when it came back empty with a
+        cursor (to tell "no more rows" from "no such cursor")."""
+        params: dict[str, Any] = {
+            "queue": filters.queue,
+            "name": filters.name,
+            "tenant": filters.tenant,
+            "state": filters.state,
+            "created_from": filters.created_from,
+            "created_to": filters.created_to,
+            "after": after,
+            "before": before,
+            "limit": limit,
+        }
+        given = [name for name, value in params.items() if value is not None and name in admin_sql.LIST_FILTERS]
+        if filters.id_prefix is not None:
+            params["id_low"], params["id_high"] = _id_range(filters.id_prefix)
+            given.append("id_prefix")
+        cursor, which = (before, "before") if before is not None else (after, "after")
+        if cursor is not None and not _is_uuid(cursor):
+            raise refusals.bad_cursor(cursor, which=which)
+        rows = await self.fetch(admin_sql.list_page(given, backwards=before is not None), params)
+        if not rows and cursor is not None and not await self.fetch(sql.CURSOR_EXISTS, {"id": cursor}):
+            raise refusals.bad_cursor(cursor, which=which)
         jobs = [_job(r) for r in rows]
-        return Page(jobs, jobs[-1].id if len(jobs) == limit and jobs else None)
+        full = len(jobs) == limit
+        if before is not None:
+            jobs.reverse()
+            return Page(jobs, next=jobs[-1].id if jobs else None, prev=jobs[0].id if full else None)
+        return Page(
+            jobs,
+            next=jobs[-1].id if full else None,
+            prev=jobs[0].id if after is not None and jobs else None,
+        )
+
+    async def bulk(self, verb: BulkVerb, filters: BulkFilter, *, limit: int, dry_run: bool) -> BulkResult:
+        params = {
+            "state": filters.state,
+            "stored": ["ready", "delayed", "suspended"] if filters.state == "ready" else [filters.state],
+            "queue": filters.queue,
+            "name": filters.name,
+            "tenant": filters.tenant,
+            "limit": limit,
+            "dry_run": dry_run,
+            "channel": self.channel,
+        }
+        for attempt in range(1, BULK_TRIES + 1):
+            try:
+                (row,) = await self.fetch(admin_sql.BULK[verb], params)
+                break
+            except DatabaseError as error:
+                # A keyed job took the key between our snapshot and our write: read again.
+                if attempt == BULK_TRIES or not isinstance(error.__cause__, psycopg.errors.UniqueViolation):
+                    raise
+        movable, moved = int(row["movable"]), int(row["moved"])
+        affected = min(limit, movable) if dry_run else moved
+        return BulkResult(verb, affected=affected, remaining=max(movable - affected, 0), dry_run=dry_run)
 
     async def _verb(self, statement: str, job_id: str) -> tuple[Job | None, Job | None]:
         """Run a guarded verb; answers (job after, job before) — after is None when it missed."""
         before = await self._get_job(job_id)
         if before is None:
             raise refusals.not_found(job_id)
-        rows = await self.fetch(statement, {"id": job_id})
+        rows = await self.fetch(statement, {"id": job_id, "channel": self.channel})
         if not rows:
             current = await self._get_job(job_id)
             if current is None:
@@ -653,7 +708,7 @@ class PostgresDriver:
         if before is None:
             raise refusals.not_found(job_id)
         try:
-            rows = await self.fetch(sql.REQUEUE_FROM_STEP, {"id": job_id, "step": step})
+            rows = await self.fetch(sql.REQUEUE_FROM_STEP, {"id": job_id, "step": step, "channel": self.channel})
         except DatabaseError as error:
             if isinstance(error.__cause__, psycopg.errors.UniqueViolation):
                 assert before.key is not None
@@ -689,6 +744,58 @@ class PostgresDriver:
             raise refusals.not_removable(job_id)
         assert before is not None
         return before
+
+    # -- queues, measuring, progress -------------------------------------------------------------
+
+    async def pause_queue(self, queue: str, reason: str | None) -> QueuePause:
+        (row,) = await self.fetch(admin_sql.PAUSE, {"queue": queue, "reason": reason})
+        return QueuePause(row["queue"], row["paused_at"], row["reason"])
+
+    async def resume_queue(self, queue: str) -> bool:
+        rows = await self.fetch(admin_sql.RESUME, {"queue": queue, "channel": self.channel})
+        return bool(rows[0]["resumed"])
+
+    async def list_pauses(self) -> list[QueuePause]:
+        return [QueuePause(r["queue"], r["paused_at"], r["reason"]) for r in await self.fetch(admin_sql.PAUSES)]
+
+    async def snapshot(self, since: float | None) -> Snapshot:
+        rows = await self.fetch(admin_sql.SNAPSHOT, {"since": since})
+        head = next(r for r in rows if r["kind"] == "now")
+        return Snapshot(
+            now=head["at"],
+            states=[
+                StateCount(r["queue"], r["name"], r["state"], int(r["n"]), r["at"])
+                for r in rows
+                if r["kind"] == "state"
+            ],
+            counters=[
+                CounterSum(
+                    r["queue"],
+                    r["name"],
+                    completed=int(r["completed"]),
+                    retried=int(r["retried"]),
+                    failed=int(r["failed"]),
+                    dead=int(r["dead"]),
+                    lapsed=int(r["lapsed"]),
+                )
+                for r in rows
+                if r["kind"] == "counter"
+            ],
+            paused=[QueuePause(r["queue"], r["at"], r["reason"]) for r in rows if r["kind"] == "pause"],
+            workers=int(head["n"]),
+        )
+
+    async def rollup_counters(self) -> int:
+        folded = 0
+        for statement in (admin_sql.ROLLUP_MINUTES, admin_sql.ROLLUP_HOURS):  # minutes first: hours may gain
+            rows = await self.fetch(statement)
+            folded += int(rows[0]["folded"])
+        return folded
+
+    async def record_progress(self, fence: StepFence, progress: str) -> bool:
+        if not _is_uuid(fence.job_id):
+            return False
+        return bool(await self.fetch(admin_sql.RECORD_PROGRESS, {**_fence(fence), "progress": progress}))
 
     # -- durable steps and events -----------------------------------------------------------------
 
@@ -833,7 +940,14 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F
 
 
 def _is_uuid(value: str) -> bool:
-    return isinstance(value, str) and bool(_UUID.match(value))
+    """fullmatch: ``$`` would let a trailing newline through."""
+    return isinstance(value, str) and bool(_UUID.fullmatch(value))
+
+
+def _id_range(prefix: str) -> tuple[str, str]:
+    """The inclusive uuid range of every id starting with ``prefix`` (lowercase hex, no dashes),
+    which the primary key index serves."""
+    return str(uuid.UUID(hex=prefix.ljust(32, "0"))), str(uuid.UUID(hex=prefix.ljust(32, "f")))
 
 
 def _bad_conn(conn: Any) -> ConfigurationError:

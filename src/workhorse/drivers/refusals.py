@@ -58,11 +58,13 @@ def claim_queues_empty() -> WorkhorseError:
     )
 
 
-def bad_cursor(after: str) -> WorkhorseError:
+def bad_cursor(cursor: str, *, which: str = "after") -> WorkhorseError:
+    """``which`` names the argument that carried the cursor: 'after' or 'before'."""
+    link = "prev" if which == "before" else "next"
     return ConfigurationError(
         code="PAGE_CURSOR_INVALID",
-        cause=f"the cursor {after!r} was not produced by a page of this queue (no such job)",
-        fix="start from the first page (omit the cursor), then pass each page's `next`",
+        cause=f"the {which} cursor {cursor!r} was not produced by a page of this queue (no such job)",
+        fix=f"start from the first page (omit the cursor), then pass each page's `{link}` as {which}",
     )
 
 

@@ -3,19 +3,67 @@
 The claim fence is ``(worker_id, claims)``: the claim moves ``claims`` and never resets it, and
 every write a claim holder makes (settle, heartbeat) names both, together with
 ``state = 'running'``. A write that misses answers no row; the caller reads that as "not mine".
+
+The statements that end attempts (SETTLE_MANY, and CLAIM for the leases it buries or takes back)
+also move ``{schema}.counters`` in the same statement: one upsert row per (queue, name) into the
+current minute bucket, written in (queue, name) order so two settling workers never deadlock.
+Every jobs row a statement writes is locked before its first counters row (the counters are an
+aggregate of the rows written), so no statement waits for a job row while holding a counter.
+Statements the operator surface alone runs (list, bulk verbs, pauses, snapshot) are in ``admin``.
 """
+
+from workhorse.drivers.base import ERRORS_KEPT
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 
+# The state a person reads: a due 'delayed' or 'suspended' row is 'ready' (the claim treats them
+# alike once run_at has passed). Every read and every state filter of the operator surface uses it.
+REPORTED_STATE = "(case when j.state in ('delayed', 'suspended') and j.run_at <= now() then 'ready' else j.state end)"
+
+
+def wake_cte(rows: str = "moved") -> str:
+    """A `wake` CTE: one NOTIFY on the jobs channel per distinct queue of the CTE ``rows`` (which
+    answers `queue`), so the queue's idle workers claim at once. The payload is the queue name.
+    Skipped when the server's notification queue is half full: a full queue makes COMMIT fail,
+    and a missed wake costs only a poll. Reference it (count its rows) or it does not run."""
+    return f"""wake as (
+    select pg_notify(%(channel)s, q.queue)
+    from (select distinct {rows}.queue from {rows}) as q
+    where pg_notification_queue_usage() < 0.5
+)"""
+
+
+def errors_appended(error: str) -> str:
+    """``j.errors`` with one more attempt's error (``error``: a jsonb expression {type, message,
+    ...}) appended, keeping the last ERRORS_KEPT. No traceback: that stays in last_error. ``at`` is
+    the statement's now(), in the session's time zone (UTC on every workhorse connection)."""
+    return (
+        "jsonb_path_query_array(coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object("
+        f"'attempt', j.attempt, 'type', {error} -> 'type', 'message', {error} -> 'message', 'at', now())), "
+        f"'lax $[last - {ERRORS_KEPT - 1} to last]')"
+    )
+
+
+# What the claim writes when a lease lapsed on the final attempt (every worker that took the job died).
+LAPSED_ERROR = """jsonb_build_object(
+            'type', 'LeaseLapsed',
+            'message', 'the lease lapsed on the final attempt (' || j.attempt || ' of ' || j.max_attempts
+                || '): every worker that took this job stopped heartbeating, most likely it died',
+            'traceback', null)"""
+
 # What every read of a whole job returns. A due 'delayed' or 'suspended' row is reported 'ready':
 # the claim treats them alike once run_at has passed, and so should a person reading the row.
-JOB_COLUMNS = """
+JOB_COLUMNS = (
+    """
     j.id::text as id, j.name, j.queue, j.tenant,
-    case when j.state in ('delayed', 'suspended') and j.run_at <= now() then 'ready' else j.state end as state,
-    j.priority, j.payload, j.result, j.last_error, j.progress, j.idempotency_key,
+    """
+    + REPORTED_STATE
+    + """ as state,
+    j.priority, j.payload, j.result, j.last_error, j.errors, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
     j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at
 """
+)
 
 # One round trip for a whole batch. Rows arrive as parallel arrays; the unique partial index on
 # live (name, tenant, key) turns a duplicate into "no row inserted" inside the caller's own
@@ -95,21 +143,28 @@ join unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[]) as k(name,
 where j.state in ('ready', 'delayed', 'running', 'suspended')
 """
 
-# The claim: every wanted queue in ONE statement, each up to its own free slots. Per queue, two
-# arms, each locking with SKIP LOCKED so concurrent claimers never wait on each other:
+# The claim: every wanted queue in ONE statement, each up to its own free slots. A paused queue
+# (a row in queue_pauses) is dropped from `wanted`, so no arm (nor next_due) reads it; running
+# jobs of it are untouched. Per queue, two arms, each locking with SKIP LOCKED so concurrent
+# claimers never wait on each other:
 #   lapsed  running rows whose lease passed (their worker died). Re-claimed first, spending an
 #           attempt, unless the row is already on its final attempt: then this statement buries
-#           it ('dead', or 'failed' without a dead-letter queue) and reports it instead.
+#           it ('dead', or 'failed' without a dead-letter queue), appends the LeaseLapsed error
+#           to its errors history, and reports it instead.
 #   due     ready/delayed/suspended rows whose run_at passed, by priority, run_at, id (jobs_due_idx):
 #           a suspended row is a run whose sleep ended or whose wait's deadline passed.
 # Only job names this worker can run are taken: an unknown name waits for a worker that knows it.
+# `counted` adds each buried row to the minute's dead (or failed) counter and each lease taken
+# back to its lapsed counter: one upsert per (queue, name), in that order (see the module doc).
 # The last arm answers how far away the next event is: a delayed or suspended job coming due
 # (jobs_later_idx) or a running job's lease that could lapse (jobs_running_lease_idx), so a
 # worker with free slots sleeps until then instead of polling for it.
-CLAIM = """
+CLAIM = (
+    """
 with wanted as (
     select w.queue, w.slots
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
+    where not exists (select 1 from {schema}.queue_pauses as p where p.queue = w.queue)
 ), lapsed as (
     select l.id, l.exhausted, wanted.queue,
            row_number() over (partition by wanted.queue order by l.lease_expires_at, l.id) as ord
@@ -149,11 +204,12 @@ with wanted as (
 ), buried as (
     update {schema}.jobs as j
     set state = case when j.dead_letter then 'dead' else 'failed' end,
-        last_error = jsonb_build_object(
-            'type', 'LeaseLapsed',
-            'message', 'the lease lapsed on the final attempt (' || j.attempt || ' of ' || j.max_attempts
-                || '): every worker that took this job stopped heartbeating, most likely it died',
-            'traceback', null),
+        last_error = """
+    + LAPSED_ERROR
+    + """,
+        errors = """
+    + errors_appended(LAPSED_ERROR)
+    + """,
         worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
     where j.id = any(array(select lapsed.id from lapsed where lapsed.exhausted))
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
@@ -167,6 +223,22 @@ with wanted as (
     where j.id = any(array(select picked.id from picked))  -- pkey lookups, whatever the plan guesses
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
               j.claims, j.priority, j.created_at, j.run_at, j.last_error
+), counted as (
+    insert into {schema}.counters as c (tier, bucket, queue, name, failed, dead, lapsed)
+    select 'minute', date_trunc('minute', now()), e.queue, e.name,
+           count(*) filter (where e.outcome = 'failed'),
+           count(*) filter (where e.outcome = 'dead'),
+           count(*) filter (where e.outcome = 'lapsed')
+    from (
+        select buried.queue, buried.name, buried.state as outcome from buried
+        union all
+        select claimed.queue, claimed.name, 'lapsed' from claimed
+        join lapsed on lapsed.id = claimed.id and not lapsed.exhausted
+    ) as e
+    group by e.queue, e.name
+    order by e.queue, e.name  -- the fixed lock order: no deadlock between two claimers or settlers
+    on conflict (tier, bucket, queue, name) do update
+    set failed = c.failed + excluded.failed, dead = c.dead + excluded.dead, lapsed = c.lapsed + excluded.lapsed
 ), next_due as (
     select extract(epoch from min(n.at) - now())::float8 as seconds
     from wanted cross join lateral (
@@ -197,14 +269,16 @@ select 'next', null, null, null, null, null, null, null, null, null, null, null,
 from next_due
 where seconds is not null
 """
+)
 
 # The lean claim a busy worker runs while every claim comes back full: the due arm only, no
 # lapsed-lease sweep, no next-due probe (the worker still runs the full CLAIM at least once a
-# second). Same output shape as CLAIM.
+# second), so it moves no counter. Paused queues are dropped as in CLAIM. Same output shape.
 CLAIM_DUE = """
 with wanted as (
     select w.queue, w.slots
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
+    where not exists (select 1 from {schema}.queue_pauses as p where p.queue = w.queue)
 ), due as (
     select d.id
     from wanted cross join lateral (
@@ -233,9 +307,15 @@ from claimed
 
 # Renew the worker's registry row and every lease it holds, in ONE statement (idle or busy, a
 # worker issues one of these per beat). Job rows not returned are no longer ours. A lapsed lease
-# nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run.
+# nobody re-claimed yet is renewed too: the fence (claims) proves it is still this run. The
+# fence's state comes from the materialized `held`, as in SETTLE_MANY (see there): one primary-key
+# lookup per lease, never a pass over jobs_running_lease_idx and the dead entries every finished
+# run leaves in it until a vacuum.
 HEARTBEAT = """
-with registry as (
+with held as materialized (
+    select 'running'::text as fenced, h.id, h.claim
+    from unnest(%(ids)s::uuid[], %(claims)s::int[]) as h(id, claim)
+), registry as (
     update {schema}.workers
     set last_seen_at = now(), expires_at = now() + %(visibility)s * interval '1 second'
     where id = %(worker_id)s
@@ -243,8 +323,8 @@ with registry as (
 ), renewed as (
     update {schema}.jobs as j
     set lease_expires_at = now() + %(visibility)s * interval '1 second'
-    from unnest(%(ids)s::uuid[], %(claims)s::int[]) as h(id, claim)
-    where j.id = h.id and j.claims = h.claim and j.worker_id = %(worker_id)s and j.state = 'running'
+    from held as h
+    where j.id = h.id and j.claims = h.claim and j.worker_id = %(worker_id)s and j.state = h.fenced
     returning j.id
 )
 select 'job' as kind, id::text as id from renewed
@@ -257,56 +337,69 @@ select 'worker', id from registry
 #   retry        back to ready/delayed after `delay` seconds; the attempt stays spent
 #   interrupted  handed back ready now, the attempt NOT spent (drain, shed)
 #   dead/failed  finished for good
-SETTLE_MANY = """
-with s as (
-    select t.id, t.worker_id, t.claim, t.outcome, t.result, t.error, t.delay
+# An error (retry, dead, failed) becomes last_error (whole, with its traceback) and is appended to
+# the errors history. A progress report the run made but had not written yet rides along (null
+# keeps the stored one). Only LANDED rows are counted, in the minute bucket of their (queue, name);
+# 'interrupted' counts nothing (it was no attempt).
+# The fence's state ('running') comes from the materialized `s`, not a literal: with a literal a
+# generic plan may read all of jobs_running_lease_idx (every running row, and the dead entries
+# each finished run leaves there until a vacuum) and compare each with every settlement, and a
+# plan made while few jobs ran stays with its connection (12 ms a settle at 2,000 running rows).
+# From `s`, each settlement is one primary-key lookup, however many jobs run or ran.
+SETTLE_MANY = (
+    """
+with s as materialized (
+    select 'running'::text as fenced, t.id, t.worker_id, t.claim, t.outcome, t.result::jsonb as result,
+           t.error::jsonb as error, t.delay, t.progress::jsonb as progress
     from unnest(
         %(ids)s::uuid[], %(worker_ids)s::text[], %(claims)s::int[], %(outcomes)s::text[],
-        %(results)s::text[], %(errors)s::text[], %(delays)s::float8[]
-    ) as t(id, worker_id, claim, outcome, result, error, delay)
+        %(results)s::text[], %(errors)s::text[], %(delays)s::float8[], %(progresses)s::text[]
+    ) as t(id, worker_id, claim, outcome, result, error, delay, progress)
+), settled as (
+    update {schema}.jobs as j
+    set state = case s.outcome
+            when 'retry' then case when s.delay > 0 then 'delayed' else 'ready' end
+            when 'interrupted' then 'ready'
+            else s.outcome end,
+        result = case when s.outcome = 'done' then s.result else j.result end,
+        last_error = coalesce(s.error, j.last_error),
+        errors = case when s.error is null then j.errors else """
+    + errors_appended("s.error")
+    + """ end,
+        progress = coalesce(s.progress, j.progress),
+        attempt = case when s.outcome = 'interrupted' then greatest(j.attempt - 1, 0) else j.attempt end,
+        run_at = case when s.outcome in ('retry', 'interrupted')
+                      then now() + s.delay * interval '1 second' else j.run_at end,
+        finished_at = case when s.outcome in ('done', 'dead', 'failed') then now() else null end,
+        worker_id = null, lease_expires_at = null, updated_at = now()
+    from s
+    where j.id = s.id and j.state = s.fenced and j.worker_id = s.worker_id and j.claims = s.claim
+    returning j.id, j.queue, j.name, s.outcome
+), counted as (
+    insert into {schema}.counters as c (tier, bucket, queue, name, completed, retried, failed, dead)
+    select 'minute', date_trunc('minute', now()), settled.queue, settled.name,
+           count(*) filter (where settled.outcome = 'done'),
+           count(*) filter (where settled.outcome = 'retry'),
+           count(*) filter (where settled.outcome = 'failed'),
+           count(*) filter (where settled.outcome = 'dead')
+    from settled
+    where settled.outcome <> 'interrupted'
+    group by settled.queue, settled.name
+    order by settled.queue, settled.name  -- the fixed lock order: no deadlock between two settlers
+    on conflict (tier, bucket, queue, name) do update
+    set completed = c.completed + excluded.completed, retried = c.retried + excluded.retried,
+        failed = c.failed + excluded.failed, dead = c.dead + excluded.dead
 )
-update {schema}.jobs as j
-set state = case s.outcome
-        when 'retry' then case when s.delay > 0 then 'delayed' else 'ready' end
-        when 'interrupted' then 'ready'
-        else s.outcome end,
-    result = case when s.outcome = 'done' then s.result::jsonb else j.result end,
-    last_error = coalesce(s.error::jsonb, j.last_error),
-    attempt = case when s.outcome = 'interrupted' then greatest(j.attempt - 1, 0) else j.attempt end,
-    run_at = case when s.outcome in ('retry', 'interrupted')
-                  then now() + s.delay * interval '1 second' else j.run_at end,
-    finished_at = case when s.outcome in ('done', 'dead', 'failed') then now() else null end,
-    worker_id = null, lease_expires_at = null, updated_at = now()
-from s
-where j.id = s.id and j.state = 'running' and j.worker_id = s.worker_id and j.claims = s.claim
-returning j.id::text as id
+select settled.id::text as id from settled
 """
+)
 
 GET = "select " + JOB_COLUMNS + " from {schema}.jobs as j where j.id = %(id)s::uuid"
-
-# Keyset page, newest first by (created_at, id). The cursor row's own created_at is read back
-# so a cursor never depends on timestamp rounding. Filters are optional (null = any).
-LIST_PAGE = (
-    "select "
-    + JOB_COLUMNS
-    + """
-from {schema}.jobs as j
-where (%(queue)s::text is null or j.queue = %(queue)s)
-  and (%(name)s::text is null or j.name = %(name)s)
-  and (%(tenant)s::text is null or j.tenant = %(tenant)s)
-  and (%(state)s::text is null or (case when j.state in ('delayed', 'suspended') and j.run_at <= now()
-                                        then 'ready' else j.state end) = %(state)s)
-  and (%(after)s::uuid is null or (j.created_at, j.id) < (
-        select c.created_at, c.id from {schema}.jobs as c where c.id = %(after)s::uuid))
-order by j.created_at desc, j.id desc
-limit %(limit)s
-"""
-)
 
 CURSOR_EXISTS = "select 1 as present from {schema}.jobs where id = %(id)s::uuid"
 
 # Operator verbs. Each is one statement guarded by the states it applies to; a miss is read
-# back with GET to tell "not found" from "wrong state".
+# back with GET to tell "not found" from "wrong state". The bulk forms are in ``admin``.
 CANCEL = """
 update {schema}.jobs
 set state = 'cancelled', worker_id = null, lease_expires_at = null,
@@ -315,46 +408,67 @@ where id = %(id)s::uuid and state in ('ready', 'delayed', 'running', 'suspended'
 returning id::text as id
 """
 
-# Requeue a finished job as a fresh run: attempts reset, key kept. The live-key index refuses it
-# (unique violation) when another live job already holds the key.
-REQUEUE = """
-update {schema}.jobs
-set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
-    worker_id = null, lease_expires_at = null, updated_at = now()
-where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
-returning id::text as id
+# Requeue a finished job as a fresh run: attempts reset, progress cleared, key kept; last_error and
+# the errors history stay (they are the job's history). The live-key index refuses it (unique
+# violation) when another live job already holds the key. The queue's idle workers are woken.
+REQUEUE = (
+    """
+with moved as (
+    update {schema}.jobs
+    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
+        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
+    where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
+    returning id, queue
+), """
+    + wake_cte()
+    + """
+select moved.id::text as id, (select count(*) from wake) as woken
+from moved
 """
+)
 
 # Requeue from a named step: drop that step and every later one (by position) and re-queue the
 # job, in ONE statement. `moved` runs only for a finished job that has the step, and the delete
 # joins `moved`, so a refused requeue (live job, unknown step, key held) deletes nothing.
-REQUEUE_FROM_STEP = """
+REQUEUE_FROM_STEP = (
+    """
 with target as (
     select s.seq from {schema}.steps as s where s.job_id = %(id)s::uuid and s.name = %(step)s
 ), moved as (
     update {schema}.jobs
     set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
-        worker_id = null, lease_expires_at = null, updated_at = now()
+        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
     where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
       and exists (select 1 from target)
-    returning id
+    returning id, queue
 ), dropped as (
     delete from {schema}.steps as s
     using target, moved
     where s.job_id = moved.id and s.seq >= target.seq
     returning s.name
-)
-select moved.id::text as id, (select count(*) from dropped) as dropped
+), """
+    + wake_cte()
+    + """
+select moved.id::text as id, (select count(*) from dropped) as dropped, (select count(*) from wake) as woken
 from moved
 """
+)
 
-# least(): promoting an overdue ready job must not move it behind its peers.
-PROMOTE = """
-update {schema}.jobs
-set state = 'ready', run_at = least(run_at, now()), updated_at = now()
-where id = %(id)s::uuid and state in ('ready', 'delayed')
-returning id::text as id
+# least(): promoting an overdue ready job must not move it behind its peers. Wakes the queue.
+PROMOTE = (
+    """
+with moved as (
+    update {schema}.jobs
+    set state = 'ready', run_at = least(run_at, now()), updated_at = now()
+    where id = %(id)s::uuid and state in ('ready', 'delayed')
+    returning id, queue
+), """
+    + wake_cte()
+    + """
+select moved.id::text as id, (select count(*) from wake) as woken
+from moved
 """
+)
 
 REMOVE = """
 delete from {schema}.jobs

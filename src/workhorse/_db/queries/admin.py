@@ -1,0 +1,345 @@
+"""Statements of the operator surface (``app.admin``): the list, the bulk verbs, queue pauses, the
+snapshot ``stats`` reads, the counters rollup, and a run's progress report.
+
+Every state filter is on the REPORTED state (``jobs.REPORTED_STATE``: a due 'delayed' or
+'suspended' row is 'ready'), and every time decision reads the database clock, ``now()``. The
+claim and settle statements that read pauses and move counters are in ``jobs``.
+"""
+
+from collections.abc import Iterable
+
+from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, wake_cte
+
+# -- the list ---------------------------------------------------------------------------------------
+#
+# A keyset page over jobs_created_idx (created_at desc, id desc): never OFFSET, so a page costs
+# the same at the millionth row as at the first. The statement is assembled from the filters
+# actually given (LIST_FILTERS), never `(%(x)s is null or ...)`: a plan cached for one combination
+# would then serve another (a generic plan cannot tell an absent filter from a present one).
+# The cursor row's own (created_at, id) is read back in the statement, so a cursor never depends on
+# timestamp rounding; a cursor naming no row matches nothing (the caller then tells "no such
+# cursor" from "no more rows" with CURSOR_EXISTS, only when the page came back empty).
+
+LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
+CURSOR_ROW = "select c.created_at, c.id from {schema}.jobs as c where c.id = %(cursor)s::uuid"
+
+# Filter name -> condition. `id_prefix` is an inclusive uuid range (the prefix padded with 0s and
+# with fs), which the primary key serves.
+LIST_FILTERS: dict[str, str] = {
+    "queue": "j.queue = %(queue)s",
+    "name": "j.name = %(name)s",
+    "tenant": "j.tenant = %(tenant)s",
+    "state": REPORTED_STATE + " = %(state)s",
+    "id_prefix": "j.id between %(id_low)s::uuid and %(id_high)s::uuid",
+    "created_from": "j.created_at >= %(created_from)s::timestamptz",
+    "created_to": "j.created_at < %(created_to)s::timestamptz",
+    # Rows older than the cursor row: read forwards (newest first).
+    "after": "(j.created_at, j.id) < (" + CURSOR_ROW.replace("%(cursor)s", "%(after)s") + ")",
+    # Rows newer than the cursor row: read backwards (oldest first), the caller reverses them.
+    "before": "(j.created_at, j.id) > (" + CURSOR_ROW.replace("%(cursor)s", "%(before)s") + ")",
+}
+LIST_NEWEST_FIRST = "order by j.created_at desc, j.id desc limit %(limit)s"
+LIST_OLDEST_FIRST = "order by j.created_at, j.id limit %(limit)s"
+
+
+def list_page(filters: Iterable[str], *, backwards: bool) -> str:
+    """The page statement for these LIST_FILTERS names (each present once, in a stable order so
+    each combination is one prepared statement). ``backwards``: the rows just newer than the
+    ``before`` cursor, oldest first."""
+    given = set(filters)
+    conditions = [condition for name, condition in LIST_FILTERS.items() if name in given]
+    where = (" where " + "\n  and ".join(conditions)) if conditions else ""
+    return f"{LIST_SELECT}{where}\n{LIST_OLDEST_FIRST if backwards else LIST_NEWEST_FIRST}"
+
+
+# -- bulk verbs -------------------------------------------------------------------------------------
+#
+# Each verb is ONE statement that counts the movable rows and moves the oldest `limit` of them
+# (by created_at, id), so a call costs one round trip whatever it moves. Rows are taken with
+# SKIP LOCKED: a row a worker is settling right now is skipped and stays movable for the next call.
+# The match is repeated on the locked row, so a row that changed since the statement's snapshot is
+# re-checked (and skipped when it no longer matches). `dry_run` moves nothing. The answer:
+# `movable` (before the call) and `moved`; remaining = movable - moved.
+#
+# Matching: the REPORTED state, and queue / name / tenant when given. `stored` is the stored
+# states that can report as the asked one ('ready' covers due delayed and suspended rows).
+BULK_MATCH = (
+    """j.state = any(%(stored)s::text[])
+      and """
+    + REPORTED_STATE
+    + """ = %(state)s
+      and (%(queue)s::text is null or j.queue = %(queue)s)
+      and (%(name)s::text is null or j.name = %(name)s)
+      and (%(tenant)s::text is null or j.tenant = %(tenant)s)"""
+)
+
+
+def bulk_statement(ctes: str, *, wakes: bool) -> str:
+    """One bulk verb: its CTEs (`movable`, then `picked`, then `moved`, which answers each moved
+    row's `queue` when the verb ``wakes`` them) and the answer: movable rows before the call, rows
+    moved, and queues woken."""
+    wake = ", " + wake_cte() if wakes else ""
+    woken = "(select count(*) from wake)" if wakes else "0"
+    return f"""
+with {ctes.strip()}{wake}
+select (select count(*) from movable) as movable, (select count(*) from moved) as moved, {woken} as woken
+"""
+
+
+def bulk_picked(movable: str = "") -> str:
+    """The `picked` CTE of remove, promote and cancel: the oldest `limit` movable rows, locked.
+    ``movable``: the verb's condition beyond BULK_MATCH (as in its `movable` CTE). Read straight
+    off the table in (created_at, id) order, so it stops after `limit` rows (jobs_created_idx)."""
+    return (
+        """picked as (
+    select j.id
+    from {schema}.jobs as j
+    where not %(dry_run)s and """
+        + BULK_MATCH
+        + movable
+        + """
+    order by j.created_at, j.id
+    limit %(limit)s
+    for update skip locked
+)"""
+    )
+
+
+# Requeue finished rows: the REQUEUE effect (fresh run, attempts reset, progress cleared; steps
+# replay). A row whose (name, tenant, key) a LIVE job holds is not movable (the live-key index
+# would refuse it: jobs_live_key_idx serves the check), and of several matching rows sharing one
+# key only the oldest is, so a call never trips over its own rows and "call until remaining is 0"
+# ends. Wakes the queues it filled.
+BULK_REQUEUE = bulk_statement(
+    """
+matching as (
+    select j.id, j.created_at, j.name, coalesce(j.tenant, '') as tenant, j.idempotency_key as key,
+           row_number() over (
+               partition by j.name, coalesce(j.tenant, ''), j.idempotency_key
+               order by j.created_at, j.id) as nth
+    from {schema}.jobs as j
+    where """
+    + BULK_MATCH
+    + """
+), movable as (
+    select m.id, m.created_at
+    from matching as m
+    where m.key is null
+       or (m.nth = 1 and not exists (
+               select 1 from {schema}.jobs as l
+               where l.name = m.name and coalesce(l.tenant, '') = m.tenant and l.idempotency_key = m.key
+                 and l.state in ('ready', 'delayed', 'running', 'suspended')))
+), picked as (
+    select j.id
+    from movable as m join {schema}.jobs as j on j.id = m.id
+    where not %(dry_run)s and """
+    + BULK_MATCH
+    + """
+    order by m.created_at, m.id
+    limit %(limit)s
+    for update of j skip locked
+), moved as (
+    update {schema}.jobs as j
+    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
+        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
+    where j.id = any(array(select picked.id from picked))
+    returning j.queue
+)""",
+    wakes=True,
+)
+
+# Delete matching rows (never running: the verb is refused that state earlier, and the stored
+# state is in the match); their steps go with them (on delete cascade).
+BULK_REMOVE = bulk_statement(
+    """
+movable as (
+    select j.id from {schema}.jobs as j where """
+    + BULK_MATCH
+    + """
+), """
+    + bulk_picked()
+    + """, moved as (
+    delete from {schema}.jobs as j
+    where j.id = any(array(select picked.id from picked))
+    returning j.id
+)""",
+    wakes=False,
+)
+
+# Make waiting rows due now: only rows still waiting (stored ready or delayed, run_at ahead).
+# Wakes the queues.
+STILL_WAITING = " and j.state in ('ready', 'delayed') and j.run_at > now()"
+BULK_PROMOTE = bulk_statement(
+    """
+movable as (
+    select j.id from {schema}.jobs as j where """
+    + BULK_MATCH
+    + STILL_WAITING
+    + """
+), """
+    + bulk_picked(STILL_WAITING)
+    + """, moved as (
+    update {schema}.jobs as j
+    set state = 'ready', run_at = now(), updated_at = now()
+    where j.id = any(array(select picked.id from picked))
+    returning j.queue
+)""",
+    wakes=True,
+)
+
+# Cancel live rows: the CANCEL effect. A running row's worker loses its claim (its settle and
+# heartbeat miss) and cancels the body at its next heartbeat.
+BULK_CANCEL = bulk_statement(
+    """
+movable as (
+    select j.id from {schema}.jobs as j where """
+    + BULK_MATCH
+    + """
+), """
+    + bulk_picked()
+    + """, moved as (
+    update {schema}.jobs as j
+    set state = 'cancelled', worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
+    where j.id = any(array(select picked.id from picked))
+    returning j.id
+)""",
+    wakes=False,
+)
+
+BULK: dict[str, str] = {
+    "requeue": BULK_REQUEUE,
+    "remove": BULK_REMOVE,
+    "promote": BULK_PROMOTE,
+    "cancel": BULK_CANCEL,
+}
+
+# -- queue pauses -----------------------------------------------------------------------------------
+
+# Idempotent: a second pause keeps the first paused_at, and its reason only when it gives none.
+PAUSE = """
+insert into {schema}.queue_pauses as p (queue, reason)
+values (%(queue)s, %(reason)s)
+on conflict (queue) do update set reason = coalesce(excluded.reason, p.reason)
+returning p.queue, p.paused_at, p.reason
+"""
+
+# Resume: delete the row and, when one went, wake the queue's idle workers (they may have slept
+# with nothing claimable) in the same statement.
+RESUME = (
+    """
+with moved as (
+    delete from {schema}.queue_pauses as p
+    where p.queue = %(queue)s
+    returning p.queue
+), """
+    + wake_cte()
+    + """
+select (select count(*) from moved) as resumed, (select count(*) from wake) as woken
+"""
+)
+
+# By queue in code point order (collate "C"), whatever the database's collation: as Python sorts.
+PAUSES = """
+select p.queue, p.paused_at, p.reason
+from {schema}.queue_pauses as p
+order by p.queue collate "C"
+"""
+
+# -- measuring --------------------------------------------------------------------------------------
+
+# Everything `stats` reads, in ONE statement (one snapshot, one now()), one row per record:
+#   now      the database clock, and the live workers (registry rows not expired) in `n`
+#   state    jobs per (queue, name, REPORTED state) in `n`, and their smallest run_at in `at`;
+#            only rows stored in the live states, 'dead' and 'failed' ('done' and 'cancelled'
+#            are history, which the counters carry)
+#   counter  attempt outcomes per (queue, name), summed over every tier's buckets from `since`
+#            seconds ago (null: all of them)
+#   pause    a paused queue: paused_at in `at`, its reason
+# Each kind is ordered by (queue, name, state) in code point order (collate "C"), as Python sorts.
+SNAPSHOT = (
+    """
+with states as (
+    select j.queue, j.name, """
+    + REPORTED_STATE
+    + """ as state, count(*) as n, min(j.run_at) as at
+    from {schema}.jobs as j
+    where j.state in ('ready', 'delayed', 'running', 'suspended', 'dead', 'failed')
+    group by 1, 2, 3
+), sums as (
+    select c.queue, c.name, sum(c.completed)::bigint as completed, sum(c.retried)::bigint as retried,
+           sum(c.failed)::bigint as failed, sum(c.dead)::bigint as dead, sum(c.lapsed)::bigint as lapsed
+    from {schema}.counters as c
+    where c.tier in ('minute', 'hour', 'day')
+      and (%(since)s::float8 is null or c.bucket >= now() - %(since)s::float8 * interval '1 second')
+    group by c.queue, c.name
+), records as (
+    select 'now' as kind, null::text as queue, null::text as name, null::text as state,
+           (select count(*) from {schema}.workers as w where w.expires_at > now()) as n, now() as at,
+           null::text as reason, null::bigint as completed, null::bigint as retried, null::bigint as failed,
+           null::bigint as dead, null::bigint as lapsed
+    union all
+    select 'state', queue, name, state, n, at, null, null, null, null, null, null from states
+    union all
+    select 'counter', queue, name, null, null, null, null, completed, retried, failed, dead, lapsed from sums
+    union all
+    select 'pause', p.queue, null, null, null, p.paused_at, p.reason, null, null, null, null, null
+    from {schema}.queue_pauses as p
+)
+select r.kind, r.queue, r.name, r.state, r.n, r.at, r.reason, r.completed, r.retried, r.failed, r.dead, r.lapsed
+from records as r
+order by r.kind, r.queue collate "C", r.name collate "C", r.state
+"""
+)
+
+# The rollup: two folds, each ONE statement that deletes the old rows of a tier and adds their sums
+# into the coarser tier's rows. A row is locked (SKIP LOCKED: another rollup folding it right now
+# keeps it), deleted and added in one transaction, so a fold can run any number of times, from
+# any number of processes, and never counts a row twice. Upserts in (bucket, queue, name) order:
+# two folds never deadlock. Buckets are truncated in UTC. Day rows are kept.
+
+
+def rollup(source: str, target: str, cutoff: str) -> str:
+    """The fold of ``source`` tier rows older than ``cutoff`` (an SQL expression) into ``target``."""
+    return f"""
+with doomed as (
+    select c.tier, c.bucket, c.queue, c.name
+    from {{schema}}.counters as c
+    where c.tier = '{source}' and c.bucket < {cutoff}
+    order by c.bucket, c.queue, c.name
+    for update skip locked
+), moved as (
+    delete from {{schema}}.counters as c
+    using doomed as d
+    where c.tier = d.tier and c.bucket = d.bucket and c.queue = d.queue and c.name = d.name
+    returning c.bucket, c.queue, c.name, c.completed, c.retried, c.failed, c.dead, c.lapsed
+), folded as (
+    insert into {{schema}}.counters as c (tier, bucket, queue, name, completed, retried, failed, dead, lapsed)
+    select '{target}', date_trunc('{target}', m.bucket, 'UTC') as bucket, m.queue, m.name,
+           sum(m.completed), sum(m.retried), sum(m.failed), sum(m.dead), sum(m.lapsed)
+    from moved as m
+    group by 2, m.queue, m.name
+    order by 2, m.queue, m.name
+    on conflict (tier, bucket, queue, name) do update
+    set completed = c.completed + excluded.completed, retried = c.retried + excluded.retried,
+        failed = c.failed + excluded.failed, dead = c.dead + excluded.dead, lapsed = c.lapsed + excluded.lapsed
+)
+select count(*) as folded from moved
+"""
+
+
+# Minutes older than two hours fold into hours; hours older than two days into days. The cutoff
+# is truncated to the target tier, so an hour (a day) folds once all of its minutes (hours) are old.
+ROLLUP_MINUTES = rollup("minute", "hour", "date_trunc('hour', now() - interval '2 hours', 'UTC')")
+ROLLUP_HOURS = rollup("hour", "day", "date_trunc('day', now() - interval '2 days', 'UTC')")
+
+# -- progress ---------------------------------------------------------------------------------------
+
+# A run's progress report, fenced on its claim like a settle: lands only while this worker still
+# holds this claim of the running row. Not a state change: updated_at stays.
+RECORD_PROGRESS = """
+update {schema}.jobs as j
+set progress = %(progress)s::jsonb
+where j.id = %(job_id)s::uuid and j.state = 'running'
+  and j.worker_id = %(worker_id)s and j.claims = %(claims)s
+returning j.id::text as id
+"""

@@ -1,0 +1,195 @@
+"""Queues as a whole: ``pause`` and ``resume`` a queue, and ``stats`` per queue and per job name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
+from workhorse.cli.jobs import command_line
+from workhorse.cli.main import State, json_option, pass_state, run_with_app
+from workhorse.cli.output import ago, emit_json, percent, span, stdout
+from workhorse.drivers.base import QueuePause
+
+HIGH_FAILURE_RATE = 0.1  # a failure rate at or above this share is printed red; below it, yellow
+
+
+@click.command("pause", short_help="Pause a queue: workers claim nothing from it.")
+@click.argument("queue", metavar="QUEUE")
+@click.option("--reason", metavar="TEXT", help="Why, for whoever looks next (shown by `workhorse stats`).")
+@json_option
+@pass_state
+def pause(state: State, queue: str, *, reason: str | None, as_json: bool) -> None:
+    """Pause a queue: no worker claims a job from it until `workhorse resume QUEUE`.
+
+    Jobs already running finish; enqueueing goes on, and the jobs wait. Pausing a paused queue
+    keeps when it was first paused (and replaces the reason only when a new one is given).
+
+    \b
+    Examples:
+      workhorse pause emails --reason "provider outage"
+      workhorse pause emails --json
+    """
+    paused: QueuePause = run_with_app(state.app(), lambda app: app.admin.pause(queue, reason=reason))
+    if as_json:
+        emit_json(paused.to_dict())
+        return
+    console = stdout()
+    since = ago(paused.paused_at, datetime.now(UTC))  # clock-ok: relative time for display only
+    why = "" if paused.reason is None else f" ({paused.reason})"
+    console.print(Text.assemble(("paused", "bold yellow"), f" queue {paused.queue} since {since}{why}"))
+    console.print(Text(f"no worker claims from it until: {command_line(state, 'resume', paused.queue)}", style="dim"))
+
+
+@click.command("resume", short_help="Resume a paused queue.")
+@click.argument("queue", metavar="QUEUE")
+@json_option
+@pass_state
+def resume(state: State, queue: str, *, as_json: bool) -> None:
+    """Resume a paused queue: idle workers wake and claim from it at once.
+
+    Resuming a queue that is not paused changes nothing (and says so); with --json, prints
+    {"queue": QUEUE, "resumed": true|false}.
+
+    \b
+    Examples:
+      workhorse resume emails
+      workhorse resume emails --json
+    """
+    resumed: bool = run_with_app(state.app(), lambda app: app.admin.resume(queue))
+    if as_json:
+        emit_json({"queue": queue, "resumed": resumed})
+        return
+    if resumed:
+        stdout().print(Text.assemble(("resumed", "bold green"), f" queue {queue}"))
+    else:
+        stdout().print(f"queue {queue} was not paused; nothing changed")
+
+
+@click.command("stats", short_help="Per queue and job name: states, oldest wait, throughput, failures.")
+@click.option(
+    "--since",
+    metavar="DURATION",
+    default=DEFAULT_WINDOW,
+    show_default=True,
+    help="The window throughput and failure rate are measured over: 15m, 1h, 1d...",
+)
+@json_option
+@pass_state
+def stats(state: State, *, since: str, as_json: bool) -> None:
+    """Show each queue and each job name: jobs by state, how long the oldest ready job has
+    waited, throughput (completed a minute) and failure rate over a window, and paused queues.
+
+    The failure rate is the share of attempts settled in the window that did not complete (a
+    retry counts). Counts of done and cancelled jobs are history and are not listed; they show
+    as throughput.
+
+    \b
+    Examples:
+      workhorse stats
+      workhorse stats --since 15m
+      workhorse stats --since 1d --json
+    """
+    report: Stats = run_with_app(state.app(), lambda app: app.admin.stats(since))
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    console = stdout()
+    window = _window(report.window)
+    live = f"{report.workers:,} live worker{'' if report.workers == 1 else 's'}"
+    console.print(Text(f"over the last {window} · {live}", style="bold"))
+    if not report.queues:
+        console.print(f"no queued, running or failed jobs, and nothing settled in the last {window}")
+    else:
+        console.print(stats_table(report.queues, by_name=False))
+        if report.names:  # a paused queue with no jobs has a row of its own and no names
+            console.print()
+            console.print(stats_table(report.names, by_name=True))
+    if report.paused:
+        console.print()
+        console.print(paused_table(report.paused, report.at))
+
+
+def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
+    """One row per queue (or per job name of a queue): jobs in each state now, then what settled in
+    the window: jobs completed, completed a minute, and the share of attempts that failed."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("queue", overflow="fold", min_width=7)
+    if by_name:
+        table.add_column("name", overflow="fold", min_width=12)
+    for column in ("ready", "running", "delayed", "suspended", "dead", "failed"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("oldest ready", justify="right", no_wrap=True)
+    table.add_column("completed", justify="right", no_wrap=True)  # in the window, as the rates
+    table.add_column("done/min", justify="right", no_wrap=True)
+    table.add_column("failure rate", justify="right", no_wrap=True)
+    if not by_name:
+        table.add_column("", no_wrap=True)  # the paused marker
+    for row in rows:
+        cells: list[str | Text] = [row.queue]
+        if by_name:
+            cells.append(row.name or "")
+        cells += [
+            _number(row.ready),
+            _number(row.running),
+            _number(row.delayed),
+            _number(row.suspended),
+            _number(row.dead, "bold red"),
+            _number(row.failed, "red"),
+            "-" if row.oldest_ready_age is None else span(row.oldest_ready_age),
+            _number(row.completed, "green"),
+            _throughput(row.throughput),
+            _rate(row.failure_rate),
+        ]
+        if not by_name:
+            cells.append(Text("paused", style="bold yellow") if row.paused else "")
+        table.add_row(*cells)
+    return table
+
+
+def paused_table(pauses: list[QueuePause], now: datetime) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False, title="paused queues", title_justify="left")
+    table.add_column("queue", overflow="fold")
+    table.add_column("since", no_wrap=True)
+    table.add_column("reason", overflow="fold")
+    for p in pauses:
+        table.add_row(Text(p.queue, style="yellow"), ago(p.paused_at, now), p.reason or Text("-", style="dim"))
+    return table
+
+
+def _window(seconds: float) -> str:
+    """The window whole, unlike ``span``: ``1h30m``, ``90s``, ``1.5s``."""
+    if seconds < 60 or seconds != int(seconds):
+        return f"{seconds:g}s"
+    parts, rest = [], int(seconds)
+    for size, unit in ((86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
+def _throughput(per_minute: float) -> Text:
+    """Completed jobs a minute: two decimals while small, so a trickle never reads as 0."""
+    if per_minute == 0:
+        return Text("0", style="dim")
+    if per_minute < 0.01:
+        return Text("<0.01")
+    return Text(f"{per_minute:,.2f}" if per_minute < 100 else f"{per_minute:,.0f}")
+
+
+def _number(value: int, style: str = "") -> Text:
+    return Text(f"{value:,}", style=style if value else "dim")
+
+
+def _rate(share: float | None) -> Text:
+    if share is None:
+        return Text("-", style="dim")
+    style = "red" if share >= HIGH_FAILURE_RATE else "yellow" if share > 0 else "green"
+    return Text(percent(share), style=style)
+
+
+COMMANDS: list[click.Command] = [pause, resume, stats]
