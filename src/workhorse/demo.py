@@ -89,8 +89,9 @@ def declare(app: App) -> None:
 
     @app.job(name="build_report", tenant="none", timeout="30s")
     async def build_report(ctx: JobContext, p: dict[str, Any]) -> dict[str, int]:
-        for _ in range(30):  # ~3 s in small steps, so a drain or timeout can cancel it promptly
+        for i in range(1, 31):  # ~3 s in small steps, so a drain or timeout can cancel it promptly
             await asyncio.sleep(0.1)
+            ctx.progress((i, 30), f"section {i} of 30")  # shown live below; one write a second at most
         return {"rows": 1234}
 
     @app.job(name="send_reminder", queue="emails", tenant="none")
@@ -182,6 +183,9 @@ def live_view(jobs: list[Job], watch: Watch, stats: WorkerStats, with_log: bool)
     for name in NAMES:
         table.add_row(name, *(str(counts[name][s] or "") for s in SHOWN_STATES))
     table.caption = f"worker so far: {stats.completed} done, {stats.retried} retried, {stats.dead} dead"
+    for job in jobs:
+        if job.name == "build_report" and job.state == "running" and job.progress:
+            table.caption += f"\nbuild_report progress: {job.progress['fraction']:.0%} ({job.progress['message']})"
     if not with_log:
         return table
     log = "\n".join(watch.events[-8:]) or "(nothing notable yet)"
