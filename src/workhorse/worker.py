@@ -186,6 +186,7 @@ class Worker:
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
         self._held: dict[str, _Held] = {}
         self._forgotten = 0  # runs fully let go of; a burst ends only if none was since its last claim
+        self._recheck = False  # a run ended in a way that may have made work due (retry, suspension...)
         self._pool: ThreadPoolExecutor | None = None
         self._outbox: collections.deque[Callable[[], None]] = collections.deque()  # body loop -> control loop
         self._outbox_armed = False
@@ -417,20 +418,45 @@ class Worker:
         failures = 0
         full = False
         forgotten = -1
-        swept_at = 0.0
+        swept_at = -math.inf
+        owed = False  # a sweep must run next, whatever woke us
+        due_at: float | None = None  # when the last full claim said the next job (or lease) comes due
         sweep = True
+        # Only an idle worker whose LISTEN is up may sleep through wakes that cannot have made work
+        # due for it (a body finishing, a terminal settle): a notify says when a job is due now, and
+        # the full claim said when the next delayed one is. A burst run claims on every wake.
+        may_rest = listener is not None and not self._burst
         while self._accepting:
             control.wake.clear()
+            notified = swept_hint = False  # what woke us: a notify for a due job; a changed due time
+            if listener is not None:
+                notified, swept_hint = listener.due, listener.sweep
+                listener.due = listener.sweep = False
+            if self._recheck:
+                self._recheck, swept_hint = False, True
             free = self._free()
             if full and 0 < sum(free.values()) < self._total / 2 and self._slots_busy():
                 # Busy: a slot or two just freed. Let a few more finish and claim them together.
                 await asyncio.sleep(CLAIM_COALESCE)
                 free = self._free()
-            next_due: float | None = None
+            rested = False
             if free:
                 # While every claim comes back full, the lean claim (due jobs only) is enough; the
-                # full one also sweeps lapsed leases and says when to look next: at least once a second.
-                sweep = not full or time.monotonic() - swept_at >= SWEEP_EVERY
+                # full one also sweeps lapsed leases and says when to look next: at least once a
+                # second. An idle worker woken by a notify for a due job runs the lean claim first
+                # (the job starts one statement sooner; a sweep, when one is owed, follows it at
+                # once) unless a due time changed meanwhile or the time the last sweep named came.
+                now = time.monotonic()
+                stale = now - swept_at >= SWEEP_EVERY
+                lean_wake = (
+                    may_rest
+                    and notified
+                    and not swept_hint
+                    and not owed
+                    and not full
+                    and (due_at is None or now < due_at)
+                )
+                sweep = not lean_wake and (stale or not full)
                 full = False
                 forgotten = self._forgotten
                 try:
@@ -439,9 +465,13 @@ class Worker:
                     )
                     failures = 0
                     if sweep:
+                        owed = False
                         swept_at = time.monotonic()
+                        due_at = None if result.next_due is None else swept_at + max(result.next_due, 0.005)
                 except WorkhorseError as error:
                     failures += 1
+                    if listener is not None:
+                        listener.sweep = True  # whatever woke us is still to be looked at
                     if self._burst and failures >= BURST_CLAIM_FAILURES:
                         self._failure = error  # a burst run is a batch job: fail it, do not spin
                         self._begin_drain(cut_off=False)
@@ -459,11 +489,12 @@ class Worker:
                 if result.claimed:
                     self._start(control, result.claimed)
                 full = len(result.claimed) == sum(free.values())
-                next_due = result.next_due
                 if not self._accepting:
                     break
-            if free and not sweep and not full:
-                continue  # the lean claim came back short: sweep now, and learn when to look next
+                if not sweep and not full and (stale or not lean_wake):
+                    owed = True  # a lean claim came back short and a sweep is due: sweep now, learn when to look next
+                    continue
+                rested = may_rest and not full
             if full:
                 if not self._free():
                     await self._sleep_or_wake(control, self.poll_interval)  # woken when a slot frees
@@ -474,9 +505,27 @@ class Worker:
                 self._begin_drain(cut_off=False)
                 break
             wait = self._poll_delay(listener)
-            if free and next_due is not None:
-                wait = min(wait, max(next_due, 0.005))
-            await self._sleep_or_wake(control, wait)
+            if free and due_at is not None:
+                wait = min(wait, max(due_at - time.monotonic(), 0.005))
+            if not rested:
+                await self._sleep_or_wake(control, wait)
+                continue
+            # Nothing more was due when the claim came back short: sleep until a notify, the time
+            # the last sweep named, or a settle that may have made work due (a retry, a suspension).
+            deadline = time.monotonic() + wait
+            while True:
+                await self._sleep_or_wake(control, deadline - time.monotonic())
+                if (
+                    not self._accepting
+                    or self._recheck
+                    or listener is None
+                    or listener.due
+                    or listener.sweep
+                    or not listener.healthy
+                    or time.monotonic() >= deadline
+                ):
+                    break
+                control.wake.clear()
 
     async def _hand_back(self, control: _Control, claimed: list[Claimed]) -> None:
         """Return jobs claimed but never started, unspent. A miss here is harmless: the lease lapses."""
@@ -498,8 +547,11 @@ class Worker:
             return not self._held
 
     async def _sleep_or_wake(self, control: _Control, seconds: float) -> None:
+        if control.wake.is_set():
+            return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(control.wake.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):  # no task per wait, unlike wait_for: a notify's claim starts sooner
+                await control.wake.wait()
 
     def _start(self, control: _Control, claimed: list[Claimed]) -> None:
         """Take a claimed batch into the worker: its runs start as far as slots allow, the rest wait
@@ -606,6 +658,8 @@ class Worker:
         took = time.monotonic() - held.run.started
         self._runtime = took if math.isinf(self._runtime) else self._runtime * 0.9 + took * 0.1
         self._release(control, held)
+        if verdict.suspended or verdict.outcome is None:
+            self._recheck = True  # its row may be due again, or due later: the next claim sweeps
         if verdict.suspended:
             self.stats.suspended += 1
             self._forget(control, held)
@@ -718,6 +772,8 @@ class Worker:
                 log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.id, error.cause, delay)
                 await asyncio.sleep(delay)
         for (held, verdict), ok in zip(batch, landed, strict=True):
+            if not ok or verdict.outcome not in ("done", "dead", "failed"):
+                self._recheck = True  # a retry or a handed-back run may be due (now or later) again
             self._count(verdict, ok)
             if ok:
                 self._announce(held, verdict)

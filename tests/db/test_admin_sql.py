@@ -580,9 +580,39 @@ async def test_requeue_promote_and_resume_notify_the_queue(pg_app: App, database
         assert await heard(pg_app.admin.requeue_many(state="dead")) == ["woken"]
         assert await heard(pg_app.admin.promote(later.id)) == ["woken"]
         assert await heard(pg_app.admin.promote_many(state="delayed")) == ["woken"]
-        assert await heard(pg_app.admin.resume("woken")) == ["woken"]
+        # a sweep wake: the workers skipped the paused queue's delayed jobs, they must learn their due times
+        assert await heard(pg_app.admin.resume("woken")) == [f"{sql.WAKE_SWEEP}woken"]
         assert await heard(pg_app.admin.resume("woken")) == []  # nothing resumed, nobody woken
     assert {(await pg_app.admin.get(r.id)).state for r in (second, later_too)} == {"ready"}  # type: ignore[union-attr]
+
+
+async def test_an_enqueue_notifies_a_due_job_by_queue_and_a_delayed_one_as_a_sweep(
+    pg_app: App, database_url: str
+) -> None:
+    """The listener reads a bare queue name as "a job is due now" (a lean claim is enough) and
+    WAKE_SWEEP + queue as "a due time was set" (the worker's full claim learns when to wake)."""
+
+    @pg_app.job(name="task", queue="nq", tenant="none")
+    async def task(ctx: JobContext, payload: int) -> None:
+        pass
+
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
+        await listener.execute(q(pg_app.schema, f"listen {jobs_channel(pg_app.schema)}"))
+
+        async def heard(action: Any) -> list[str]:
+            await action
+            got: list[str] = []
+            async for note in listener.notifies(timeout=0.5):
+                got.append(note.payload)
+                if len(got) == 2:
+                    break
+            return sorted(got)
+
+        assert await heard(task.enqueue(1)) == ["nq"]
+        assert await heard(task.enqueue(2, delay="1h")) == [f"{sql.WAKE_SWEEP}nq"]
+        assert await heard(task.enqueue_many([3, 4], delay="1h")) == [f"{sql.WAKE_SWEEP}nq"]
+        assert await heard(task.enqueue_many([5, 6])) == ["nq"]
+        assert await heard(task.enqueue(7, run_at=datetime.now(UTC) - timedelta(seconds=5))) == ["nq"]
 
 
 @pytest.mark.parametrize("verb", ["requeue", "remove", "promote", "cancel"])

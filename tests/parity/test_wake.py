@@ -103,3 +103,22 @@ async def test_resume_wakes_an_idle_worker(app: App) -> None:
         assert (await app.admin.get(ref.id)).state == "ready"  # type: ignore[union-attr]
         assert await app.admin.resume("wq") is True
         await wait_for_state(app, ref.id, "done")
+
+
+async def test_an_idle_worker_starts_a_due_job_at_once_and_a_delayed_one_when_it_comes_due(app: App) -> None:
+    """A due enqueue wakes the worker for the job (the lean claim); a delayed one wakes it to learn
+    when the job comes due (the full claim), so neither waits for the 30 s poll."""
+    flip, ping = declare(app)
+    async with idle_worker(app, ping):
+        due = await flip.enqueue("due now")
+        assert await wait_for_state(app, due.id, "done", within=3.0) < 3.0
+        later = await flip.enqueue("in half a second", delay=0.5)
+        assert await wait_for_state(app, later.id, "done", within=3.0) < 3.0
+        job = await app.admin.get(later.id)
+        assert job is not None and job.started_at is not None
+        assert (job.started_at - job.created_at).total_seconds() >= 0.45  # not before its time
+        # a delayed job learned about while another one waits: both run at their own times
+        first = await flip.enqueue("in 0.6 s", delay=0.6)
+        second = await flip.enqueue("in 0.3 s", delay=0.3)
+        await wait_for_state(app, second.id, "done", within=3.0)
+        await wait_for_state(app, first.id, "done", within=3.0)

@@ -6,6 +6,12 @@ worker's queues, and proves itself every ``probe_interval`` with a same-session 
 asks ``pg_listening_channels()``: a connection that died silently (half-open TCP, a pooler
 that dropped the session) fails the probe within a bounded time and is rebuilt. While it is
 down, ``healthy`` is False and the worker polls at its short interval.
+
+What a notify says: a bare queue name means "a job of this queue is due now",
+so a claim of due jobs is enough (``due``); ``jobs.WAKE_SWEEP`` and the queue name mean "a job's
+due time was set or changed" (a delayed enqueue, a resumed queue), and an empty payload or a
+reconnect means "anything may have changed": the worker runs its full claim, which also says
+when to look next (``sweep``). The claim loop reads and resets both flags.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
+
+from workhorse._db.queries.jobs import WAKE_SWEEP
 
 log = logging.getLogger("workhorse.listener")
 
@@ -41,6 +49,8 @@ class Listener:
         self.probe_timeout = probe_timeout
         self.healthy = False
         self.reconnects = 0
+        self.due = False  # a notify said a job of one of our queues is due now
+        self.sweep = True  # a notify (or a reconnect) said a due time changed: run the full claim
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -67,6 +77,7 @@ class Listener:
                     str(error).strip() or type(error).__name__,
                     delay,
                 )
+                self.sweep = True
                 self.wake.set()  # a notify may have been missed while we were down
                 await asyncio.sleep(delay)
             else:
@@ -80,11 +91,18 @@ class Listener:
             await conn.execute(sql.SQL("listen {}").format(sql.Identifier(self.channel)))
             await self._probe(conn)
             self.healthy = True
+            self.sweep = True
             self.wake.set()  # anything enqueued while we were connecting
             while True:
                 async for notify in conn.notifies(timeout=self.probe_interval):
-                    if notify.payload in self.queues or not notify.payload:
+                    payload = notify.payload
+                    if not payload or (payload.startswith(WAKE_SWEEP) and payload[len(WAKE_SWEEP) :] in self.queues):
+                        self.sweep = True
                         self.wake.set()
+                    elif payload in self.queues:
+                        self.due = True
+                        self.wake.set()
+                        await asyncio.sleep(0)  # let the claim go out before this loop waits again
                 await self._probe(conn)
         finally:
             self.healthy = False

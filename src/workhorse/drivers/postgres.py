@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal, LiteralString
@@ -228,6 +228,42 @@ class _Batch:
         return out
 
 
+class _Borrowed:
+    """What ``PostgresDriver.connection()`` answers: a connection taken from the pool and given back
+    (getconn/putconn, without the pool's own context manager: every workhorse connection is in
+    autocommit, so its commit-or-rollback on exit has nothing to do, and the pool still rolls back
+    and warns about a connection returned inside a transaction). psycopg errors, raised inside or
+    by the pool, become workhorse errors. A class, not a generator: it sits on every statement."""
+
+    __slots__ = ("_conn", "_driver", "_pool")
+
+    def __init__(self, driver: PostgresDriver) -> None:
+        self._driver = driver
+
+    async def __aenter__(self) -> psycopg.AsyncConnection[dict[str, Any]]:
+        driver = self._driver
+        try:
+            pool = driver._pool if driver._pool is not None else await driver._open_pool()
+            self._pool = pool
+            self._conn = await pool.getconn()
+        except psycopg.Error as error:
+            raise translate(error) from error
+        except TimeoutError as error:  # psycopg_pool.PoolTimeout subclasses OperationalError; belt and braces
+            raise translate(psycopg.OperationalError(str(error))) from error
+        return self._conn
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        try:
+            await self._pool.putconn(self._conn)
+        except psycopg.Error as failed:
+            if error is None:
+                raise translate(failed) from failed
+        if isinstance(error, psycopg.Error):
+            raise translate(error) from error
+        if isinstance(error, TimeoutError):
+            raise translate(psycopg.OperationalError(str(error))) from error
+
+
 class PostgresDriver:
     """The default driver. ``role`` names the pool's connections (``workhorse:<role>``)."""
 
@@ -292,16 +328,9 @@ class PostgresDriver:
                 await pool.open(wait=False)
         return self._pool
 
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
-        pool = await self._open_pool()
-        try:
-            async with pool.connection() as conn:
-                yield conn
-        except psycopg.Error as error:
-            raise translate(error) from error
-        except TimeoutError as error:  # psycopg_pool.PoolTimeout subclasses OperationalError; belt and braces
-            raise translate(psycopg.OperationalError(str(error))) from error
+    def connection(self) -> _Borrowed:
+        """``async with driver.connection() as conn``: a pooled connection, psycopg errors translated."""
+        return _Borrowed(self)
 
     @contextlib.contextmanager
     def sync_connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:

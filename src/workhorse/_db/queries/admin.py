@@ -224,7 +224,8 @@ returning p.queue, p.paused_at, p.reason
 """
 
 # Resume: delete the row and, when one went, wake the queue's idle workers (they may have slept
-# with nothing claimable) in the same statement.
+# with nothing claimable) in the same statement. A sweep wake: while the queue was paused the
+# workers' claims did not look at its delayed jobs either, so they must learn when those come due.
 RESUME = (
     """
 with moved as (
@@ -232,7 +233,7 @@ with moved as (
     where p.queue = %(queue)s
     returning p.queue
 ), """
-    + wake_cte()
+    + wake_cte(sweep=True)
     + """
 select (select count(*) from moved) as resumed, (select count(*) from wake) as woken
 """

@@ -21,13 +21,25 @@ LIVE_STATES = ("ready", "delayed", "running", "suspended")
 REPORTED_STATE = "(case when j.state in ('delayed', 'suspended') and j.run_at <= now() then 'ready' else j.state end)"
 
 
-def wake_cte(rows: str = "moved") -> str:
+# The NOTIFY payloads on the jobs channel (the listener reads them):
+#   <queue>          a job of the queue is due now: an idle worker claims due jobs at once.
+#   sweep:<queue>    a job's due time was set (a delayed enqueue) or may have moved out of a
+#                    worker's sight (a resumed queue): the worker runs its full claim, which
+#                    also answers when the next job comes due, so it wakes for that.
+# A queue literally named "sweep:..." at worst costs a worker one needless claim. INSERT_ONE and
+# INSERT_MANY spell the prefix out in their SQL.
+WAKE_SWEEP = "sweep:"
+
+
+def wake_cte(rows: str = "moved", *, sweep: bool = False) -> str:
     """A `wake` CTE: one NOTIFY on the jobs channel per distinct queue of the CTE ``rows`` (which
-    answers `queue`), so the queue's idle workers claim at once. The payload is the queue name.
-    Skipped when the server's notification queue is half full: a full queue makes COMMIT fail,
-    and a missed wake costs only a poll. Reference it (count its rows) or it does not run."""
+    answers `queue`), so the queue's idle workers claim at once. The payload is the queue name
+    (``sweep``: ``WAKE_SWEEP`` and the queue name). Skipped when the server's notification queue
+    is half full: a full queue makes COMMIT fail, and a missed wake costs only a poll. Reference
+    it (count its rows) or it does not run."""
+    payload = f"'{WAKE_SWEEP}' || q.queue" if sweep else "q.queue"
     return f"""wake as (
-    select pg_notify(%(channel)s, q.queue)
+    select pg_notify(%(channel)s, {payload})
     from (select distinct {rows}.queue from {rows}) as q
     where pg_notification_queue_usage() < 0.5
 )"""
@@ -67,8 +79,9 @@ JOB_COLUMNS = (
 
 # One round trip for a whole batch. Rows arrive as parallel arrays; the unique partial index on
 # live (name, tenant, key) turns a duplicate into "no row inserted" inside the caller's own
-# transaction. The wake is a NOTIFY per distinct queue, skipped when the server's notification
-# queue is half full: a full queue makes COMMIT fail, and a missed wake costs only a poll.
+# transaction. The wake is a NOTIFY per distinct queue (and per kind: due now, or delayed, see
+# WAKE_SWEEP), skipped when the server's notification queue is half full: a full queue makes
+# COMMIT fail, and a missed wake costs only a poll.
 INSERT_MANY = """
 with timed as (
     select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
@@ -88,10 +101,10 @@ with timed as (
            priority, payload::jsonb, key, max_attempts, dead_letter, due
     from timed
     on conflict do nothing
-    returning id, queue
+    returning id, queue, state
 ), wake as (
-    select pg_notify(%(channel)s, q.queue)
-    from (select distinct queue from inserted) as q
+    select pg_notify(%(channel)s, case when q.later then 'sweep:' || q.queue else q.queue end)
+    from (select distinct queue, state = 'delayed' as later from inserted) as q
     where pg_notification_queue_usage() < 0.5
 )
 select inserted.id::text as id, (select count(*) from wake) as woken
@@ -111,9 +124,10 @@ with inserted as (
            %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due
     from (select coalesce(%(run_at)s::timestamptz, now() + %(delay)s::float8 * interval '1 second') as due) as t
     on conflict do nothing
-    returning id, queue
+    returning id, queue, state
 ), wake as (
-    select pg_notify(%(channel)s, inserted.queue)
+    select pg_notify(%(channel)s, case when inserted.state = 'delayed' then 'sweep:' || inserted.queue
+                                       else inserted.queue end)
     from inserted
     where pg_notification_queue_usage() < 0.5
 )
