@@ -122,3 +122,31 @@ async def test_an_idle_worker_starts_a_due_job_at_once_and_a_delayed_one_when_it
         second = await flip.enqueue("in 0.3 s", delay=0.3)
         await wait_for_state(app, second.id, "done", within=3.0)
         await wait_for_state(app, first.id, "done", within=3.0)
+
+
+async def test_a_job_handed_back_by_a_drain_starts_on_another_idle_worker_at_once(app: App) -> None:
+    """A deploy's drain cut-off hands a running job back unspent; the settle that does it wakes the
+    queue, so a worker that polls only every 30 s takes it at once."""
+    runs: list[int] = []
+    started = asyncio.Event()
+
+    @app.job(name="hold", queue="hq", tenant="none")
+    async def hold(ctx: JobContext, payload: None) -> str:
+        runs.append(ctx.attempt)
+        if len(runs) == 1:
+            started.set()
+            await asyncio.sleep(30)  # the draining worker's cut-off cancels this
+        return "finished"
+
+    _, ping = declare(app)
+    leaving = app.worker(queues=["hq"], poll_interval=POLL, drain_timeout=0, handle_signals=False)
+    leaving_task = asyncio.create_task(leaving.run())
+    ref = await hold.enqueue(None)
+    await asyncio.wait_for(started.wait(), WOKEN_WITHIN)
+    async with idle_worker(app, ping):
+        await leaving.stop(cut_off=True)
+        await asyncio.wait_for(leaving_task, 10)
+        await wait_for_state(app, ref.id, "done")
+    job = await app.admin.get(ref.id)
+    assert job is not None and (job.result, job.attempt) == ("finished", 1)  # the hand-back spent no attempt
+    assert runs == [1, 1]

@@ -544,6 +544,7 @@ class MemoryDriver:
         with self._lock:
             now = self._now()
             landed: set[str] = set()
+            handed = False
             for s in settlements:
                 r = self._get(s.job_id)
                 if r is None or not r.holds(s.worker_id, s.claims):
@@ -568,6 +569,9 @@ class MemoryDriver:
                 if s.outcome != "interrupted":  # `counted`: landed rows only; a hand-back counts nothing
                     self._count(r, s.outcome, now)
                 landed.add(r.id)
+                handed = handed or s.outcome == "interrupted"
+        if handed:
+            self._notify()  # SETTLE_MANY's `wake`: a handed-back job is due now, for any worker
         # SETTLE_MANY answers ids; PostgresDriver maps each settlement to "its id came back".
         return [s.job_id in landed for s in settlements]
 

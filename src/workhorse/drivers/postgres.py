@@ -613,6 +613,7 @@ class PostgresDriver:
                 "errors": [s.error for s in settlements],
                 "delays": [s.delay for s in settlements],
                 "progresses": [s.progress for s in settlements],
+                "channel": self.channel,
             },
         )
         landed = {r["id"] for r in rows}

@@ -8,7 +8,7 @@ claim and settle statements that read pauses and move counters are in ``jobs``.
 
 from collections.abc import Iterable
 
-from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, wake_cte
+from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, wake_cte
 
 # -- the list ---------------------------------------------------------------------------------------
 #
@@ -140,8 +140,9 @@ matching as (
     for update of j skip locked
 ), moved as (
     update {schema}.jobs as j
-    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
-        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
+    set """
+    + REQUEUED
+    + """
     where j.id = any(array(select picked.id from picked))
     returning j.queue
 )""",

@@ -349,7 +349,8 @@ select 'worker', id from registry
 # Settle a batch of attempts in one statement, each fenced on its claim. Outcomes:
 #   done         finished, result stored
 #   retry        back to ready/delayed after `delay` seconds; the attempt stays spent
-#   interrupted  handed back ready now, the attempt NOT spent (drain, shed)
+#   interrupted  handed back ready now, the attempt NOT spent (drain, shed); its queue is woken, so an
+#                idle worker elsewhere takes it at once (a deploy's drain does not wait for a poll)
 #   dead/failed  finished for good
 # An error (retry, dead, failed) becomes last_error (whole, with its traceback) and is appended to
 # the errors history. A progress report the run made but had not written yet rides along (null
@@ -403,9 +404,20 @@ with s as materialized (
     on conflict (tier, bucket, queue, name) do update
     set completed = c.completed + excluded.completed, retried = c.retried + excluded.retried,
         failed = c.failed + excluded.failed, dead = c.dead + excluded.dead
-)
-select settled.id::text as id from settled
+), handed as (
+    select settled.queue from settled where settled.outcome = 'interrupted'
+), """
+    + wake_cte("handed")
+    + """
+select settled.id::text as id, (select count(*) from wake) as woken from settled
 """
+)
+
+# What a requeue writes (one job, from a step, or in bulk): a fresh run — attempts reset, due now,
+# result and progress cleared. The key, last_error, the errors history and the steps stay.
+REQUEUED = (
+    "state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null, "
+    "worker_id = null, lease_expires_at = null, progress = null, updated_at = now()"
 )
 
 GET = "select " + JOB_COLUMNS + " from {schema}.jobs as j where j.id = %(id)s::uuid"
@@ -429,8 +441,9 @@ REQUEUE = (
     """
 with moved as (
     update {schema}.jobs
-    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
-        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
+    set """
+    + REQUEUED
+    + """
     where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
     returning id, queue
 ), """
@@ -450,8 +463,9 @@ with target as (
     select s.seq from {schema}.steps as s where s.job_id = %(id)s::uuid and s.name = %(step)s
 ), moved as (
     update {schema}.jobs
-    set state = 'ready', attempt = 0, run_at = now(), result = null, finished_at = null,
-        worker_id = null, lease_expires_at = null, progress = null, updated_at = now()
+    set """
+    + REQUEUED
+    + """
     where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
       and exists (select 1 from target)
     returning id, queue
