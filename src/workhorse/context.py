@@ -7,10 +7,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse.errors import ConfigurationError, JobCancelledError
 
@@ -55,6 +54,15 @@ def progress_report(value: Any, message: Any, *, job: str) -> dict[str, Any]:
     }
 
 
+class RunHooks(Protocol):
+    """What a worker gives the context of a run it holds."""
+
+    def make_steps(self) -> Steps: ...
+
+    def progress_requested(self, delay: float) -> None:
+        """Write the run's progress ``delay`` seconds from now (called from the body's thread or loop)."""
+
+
 @dataclass
 class JobContext:
     """The running attempt, as its body sees it.
@@ -87,17 +95,17 @@ class JobContext:
     _wakeup: threading.Event | None = field(default=None, repr=False)  # made only if a body waits on it
     _reason: str | None = field(default=None, repr=False)
     _steps: Steps | None = field(default=None, repr=False)
-    _make_steps: Callable[[], Steps] | None = field(default=None, repr=False)  # built on first use
+    # What the worker running this attempt provides (None outside a worker): the step store,
+    # built on first use, and progress writes. One reference per run, nothing built up front.
+    _hooks: RunHooks | None = field(default=None, repr=False)
     # True while a step statement that may suspend the job is in flight: the lease can vanish
     # then because this run released it, which the worker must not report as a lost lease.
     _releasing: bool = field(default=False, repr=False)
-    # Progress: the latest report (JSON text), the one not yet written, and the worker's sink that
-    # schedules a write (after ``delay`` seconds); None outside a worker.
+    # Progress: the latest report (JSON text), the one not yet written, the next write's earliest time.
     _progress_latest: str | None = field(default=None, repr=False)
     _progress_pending: str | None = field(default=None, repr=False)
     _progress_next: float = field(default=0.0, repr=False)  # monotonic time the next write may go
     _progress_scheduled: bool = field(default=False, repr=False)
-    _progress_sink: Callable[[float], None] | None = field(default=None, repr=False)
 
     def progress(self, value: float | tuple[int, int], message: str | None = None) -> None:
         """Report progress: a fraction from 0 to 1, or ``(done, total)``, with an optional message."""
@@ -105,10 +113,10 @@ class JobContext:
         text = json.dumps(report)
         self._progress_latest = text
         self._progress_pending = text
-        sink = self._progress_sink
-        if sink is not None and not self._progress_scheduled:
+        hooks = self._hooks
+        if hooks is not None and not self._progress_scheduled:
             self._progress_scheduled = True
-            sink(max(0.0, self._progress_next - time.monotonic()))
+            hooks.progress_requested(max(0.0, self._progress_next - time.monotonic()))
 
     def take_progress(self) -> str | None:
         """For the worker: the report to write now (None when nothing is new), opening the next
@@ -121,8 +129,8 @@ class JobContext:
     @property
     def step(self) -> Steps:
         """Durable steps of this run (``run``, ``sleep``, ``sleep_until``, ``wait_for_event``)."""
-        if self._steps is None and self._make_steps is not None:
-            self._steps = self._make_steps()
+        if self._steps is None and self._hooks is not None:
+            self._steps = self._hooks.make_steps()
         if self._steps is None:
             raise ConfigurationError(
                 code="STEPS_UNAVAILABLE",

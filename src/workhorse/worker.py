@@ -93,15 +93,32 @@ class WorkerStats:
         return asdict(self)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Held:
+    """One claimed run, from its claim until its settle landed (or it was let go)."""
+
     run: Run
     lease: Lease
     slot_queue: str
+    worker: Worker
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
     slot_released: bool = False
+
+    # The context's hooks (``context.RunHooks``): built only when a body uses them.
+
+    def make_steps(self) -> Steps:
+        worker, claimed = self.worker, self.run.claimed
+        return Steps(
+            self.run.ctx,
+            driver=lambda: worker.app.driver,  # the body loop's driver, resolved when a step runs there
+            fence=StepFence(claimed.id, worker.id, claimed.claims),
+            is_async=self.run.handle.is_async,
+        )
+
+    def progress_requested(self, delay: float) -> None:
+        self.worker._progress_requested(self, delay)
 
 
 @dataclass
@@ -587,21 +604,14 @@ class Worker:
             worker_id=self.id,
             logger=handle.logger,
         )
-        ctx._make_steps = functools.partial(
-            Steps,
-            ctx,
-            driver=lambda: self.app.driver,  # the body loop's driver, resolved when a step runs there
-            fence=StepFence(claimed.id, self.id, claimed.claims),
-            is_async=handle.is_async,
-        )
-        run = Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic())
         held = _Held(
-            run=run,
+            run=Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic()),
             lease=Lease(claimed.id, claimed.claims),
             slot_queue=claimed.queue,
+            worker=self,
             thread_alive=not handle.is_async,
         )
-        ctx._progress_sink = functools.partial(self._progress_requested, held)
+        ctx._hooks = held
         with self._lock:
             self._held[claimed.id] = held
         return held
