@@ -48,7 +48,7 @@ def error_json(error: BaseException) -> str:
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """What the worker settles for one attempt. ``outcome`` None: write nothing (lease lost, cancelled,
     or ``suspended``: the step statement already moved the row)."""
@@ -61,7 +61,7 @@ class Verdict:
     suspended: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     """One attempt in flight. The control thread cancels it through ``cancel``."""
 

@@ -119,7 +119,7 @@ class Job:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
 class Claimed:
     """A job a worker now holds. ``claims`` is the fence token every later write names."""
 
@@ -158,7 +158,7 @@ class ClaimResult:
     next_due: float | None = None  # seconds until a delayed job comes due or a lease could lapse
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
 class Lease:
     """The fence of one held claim: which worker, which claim number."""
 
@@ -203,7 +203,7 @@ class WorkerInfo:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
 class Settlement:
     """How one attempt ended, to be written fenced on its claim."""
 
