@@ -202,8 +202,9 @@ class Admin:
     # -- one job ---------------------------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> Job:
-        """Cancel a live job. A running one loses its claim at once; its worker cancels the body at
-        its next heartbeat and writes nothing of it."""
+        """Cancel a live job. A running one loses its claim at once; on PostgreSQL its worker is
+        notified, renews at once, cancels the body and writes nothing of it (with the memory driver,
+        at its next heartbeat)."""
         return await self._driver.cancel(job_id)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:

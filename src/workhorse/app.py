@@ -311,7 +311,7 @@ class App:
         )
 
     async def cancel(self, job_id: str) -> Job:
-        """Cancel a live job. A running one is stopped by its worker at its next heartbeat."""
+        """Cancel a live job. A running one's worker is notified, renews at once and cancels the body."""
         return await self.admin.cancel(job_id)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:

@@ -132,6 +132,7 @@ class _Control:
     wake: asyncio.Event
     settles: asyncio.Queue[tuple[_Held, Verdict]]
     last_renewal: float = field(default_factory=time.monotonic)
+    beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
 
 
 class _LoopWatch:
@@ -368,7 +369,9 @@ class Worker:
         listener = None
         unsubscribe = None
         if not self.app.is_memory:
-            listener = Listener(self.app.database_url, jobs_channel(self.app.schema), self.queues, control.wake)
+            listener = Listener(
+                self.app.database_url, jobs_channel(self.app.schema), self.queues, control.wake, beat=control.beat
+            )
             listener.start()
         elif isinstance(claim, MemoryDriver):  # the in-process stand-in for NOTIFY: enqueue and publish wake us
 
@@ -893,13 +896,18 @@ class Worker:
 
     async def _heartbeat_loop(self, control: _Control) -> None:
         """One statement per beat renews the registry row and every held lease. Busy: every third
-        of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row needs it."""
+        of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row
+        needs it; and at once when a job of our queues was cancelled (the listener's ``beat``), so a
+        cancelled body stops now."""
         assert self._body_loop is not None
         watch = _LoopWatch(self._body_loop)
         while True:
             with self._lock:
                 busy = bool(self._held)
-            await asyncio.sleep(self.heartbeat_interval if busy else self.visibility * IDLE_BEAT_SHARE)
+            with contextlib.suppress(TimeoutError):  # a cancel's NOTIFY brings the beat forward
+                async with asyncio.timeout(self.heartbeat_interval if busy else self.visibility * IDLE_BEAT_SHARE):
+                    await control.beat.wait()
+            control.beat.clear()
             with self._lock:
                 held = [h for h in self._held.values() if not h.settled]
             asked_at = time.monotonic()

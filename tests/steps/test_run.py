@@ -17,6 +17,7 @@ from workhorse import (
     StepReplayError,
     TerminalError,
 )
+from workhorse._runtime import listener as listener_module
 from workhorse.drivers.base import StepFence
 
 
@@ -279,7 +280,12 @@ async def test_a_cancelled_attempt_writes_no_step(app: App) -> None:
     assert job is not None and job.state == "cancelled" and job.steps == []
 
 
-async def test_a_step_that_finds_its_lease_gone_raises_lease_lost_and_the_attempt_writes_nothing(app: App) -> None:
+async def test_a_step_that_finds_its_lease_gone_raises_lease_lost_and_the_attempt_writes_nothing(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step's own fence is under test: keep the cancel's `beat:` NOTIFY from making the worker's
+    # heartbeat find the lost claim first (it would cancel the body before the step writes).
+    monkeypatch.setattr(listener_module, "WAKE_BEAT", "never-sent:")
     raised: list[BaseException] = []
 
     @app.job(name="lost", tenant="none")

@@ -11,7 +11,9 @@ What a notify says: a bare queue name means "a job of this queue is due now",
 so a claim of due jobs is enough (``due``); ``jobs.WAKE_SWEEP`` and the queue name mean "a job's
 due time was set or changed" (a delayed enqueue, a resumed queue), and an empty payload or a
 reconnect means "anything may have changed": the worker runs its full claim, which also says
-when to look next (``sweep``). The claim loop reads and resets both flags.
+when to look next (``sweep``). The claim loop reads and resets both flags. ``jobs.WAKE_BEAT`` and
+the queue name mean "a job of this queue was cancelled": the worker renews its leases at once
+(``beat``), so a cancelled running job's body stops now rather than at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import sql
 
-from workhorse._db.queries.jobs import WAKE_SWEEP
+from workhorse._db.queries.jobs import WAKE_BEAT, WAKE_SWEEP
 
 log = logging.getLogger("workhorse.listener")
 
@@ -40,11 +42,13 @@ class Listener:
         *,
         probe_interval: float = 60.0,
         probe_timeout: float = 5.0,
+        beat: asyncio.Event | None = None,
     ) -> None:
         self.url = url
         self.channel = channel
         self.queues = frozenset(queues)
         self.wake = wake
+        self.beat = beat  # set when a job of our queues was cancelled: renew the leases now
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
         self.healthy = False
@@ -99,6 +103,9 @@ class Listener:
                     if not payload or (payload.startswith(WAKE_SWEEP) and payload[len(WAKE_SWEEP) :] in self.queues):
                         self.sweep = True
                         self.wake.set()
+                    elif payload.startswith(WAKE_BEAT) and payload[len(WAKE_BEAT) :] in self.queues:
+                        if self.beat is not None:
+                            self.beat.set()
                     elif payload in self.queues:
                         self.due = True
                         self.wake.set()

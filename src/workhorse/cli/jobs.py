@@ -576,7 +576,7 @@ cancel = _verb(
     "cancel",
     lambda app, job_id: app.admin.cancel(job_id),
     short="Cancel a job (or --all in a state) that has not finished.",
-    summary="Cancel a job that has not finished. A running job is stopped at its next heartbeat.",
+    summary="Cancel a job that has not finished. A running job's worker is notified and stops its body.",
     examples=[
         "workhorse cancel 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e",
         "workhorse cancel --all --state ready --queue emails --dry-run",

@@ -8,7 +8,7 @@ claim and settle statements that read pauses and move counters are in ``jobs``.
 
 from collections.abc import Iterable
 
-from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, wake_cte
+from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WAKE_BEAT, WAKE_SWEEP, wake_cte
 
 # -- the list ---------------------------------------------------------------------------------------
 #
@@ -74,12 +74,12 @@ BULK_MATCH = (
 )
 
 
-def bulk_statement(ctes: str, *, wakes: bool) -> str:
+def bulk_statement(ctes: str, *, wake: str | None) -> str:
     """One bulk verb: its CTEs (`movable`, then `picked`, then `moved`, which answers each moved
-    row's `queue` when the verb ``wakes`` them) and the answer: movable rows before the call, rows
-    moved, and queues woken."""
-    wake = ", " + wake_cte() if wakes else ""
-    woken = "(select count(*) from wake)" if wakes else "0"
+    row's `queue` when the verb wakes them) and the answer: movable rows before the call, rows
+    moved, and queues woken. ``wake``: the NOTIFY payload's prefix (``wake_cte``), None for none."""
+    woken = "0" if wake is None else "(select count(*) from wake)"
+    wake = "" if wake is None else ", " + wake_cte(prefix=wake)
     return f"""
 with {ctes.strip()}{wake}
 select (select count(*) from movable) as movable, (select count(*) from moved) as moved, {woken} as woken
@@ -146,7 +146,7 @@ matching as (
     where j.id = any(array(select picked.id from picked))
     returning j.queue
 )""",
-    wakes=True,
+    wake="",
 )
 
 # Delete matching rows (never running: the verb is refused that state earlier, and the stored
@@ -164,7 +164,7 @@ movable as (
     where j.id = any(array(select picked.id from picked))
     returning j.id
 )""",
-    wakes=False,
+    wake=None,
 )
 
 # Make waiting rows due now: only rows still waiting (stored ready or delayed, run_at ahead).
@@ -185,11 +185,12 @@ movable as (
     where j.id = any(array(select picked.id from picked))
     returning j.queue
 )""",
-    wakes=True,
+    wake="",
 )
 
 # Cancel live rows: the CANCEL effect. A running row's worker loses its claim (its settle and
-# heartbeat miss) and cancels the body at its next heartbeat.
+# heartbeat miss) and cancels the body at its next heartbeat, which the `beat:` NOTIFY brings
+# forward to now.
 BULK_CANCEL = bulk_statement(
     """
 movable as (
@@ -202,9 +203,9 @@ movable as (
     update {schema}.jobs as j
     set state = 'cancelled', worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
     where j.id = any(array(select picked.id from picked))
-    returning j.id
+    returning j.queue
 )""",
-    wakes=False,
+    wake=WAKE_BEAT,
 )
 
 BULK: dict[str, str] = {
@@ -234,7 +235,7 @@ with moved as (
     where p.queue = %(queue)s
     returning p.queue
 ), """
-    + wake_cte(sweep=True)
+    + wake_cte(prefix=WAKE_SWEEP)
     + """
 select (select count(*) from moved) as resumed, (select count(*) from wake) as woken
 """

@@ -29,15 +29,17 @@ REPORTED_STATE = "(case when j.state in ('delayed', 'suspended') and j.run_at <=
 # A queue literally named "sweep:..." at worst costs a worker one needless claim. INSERT_ONE and
 # INSERT_MANY spell the prefix out in their SQL.
 WAKE_SWEEP = "sweep:"
+WAKE_BEAT = "beat:"
 
 
-def wake_cte(rows: str = "moved", *, sweep: bool = False) -> str:
+def wake_cte(rows: str = "moved", *, prefix: str = "") -> str:
     """A `wake` CTE: one NOTIFY on the jobs channel per distinct queue of the CTE ``rows`` (which
-    answers `queue`), so the queue's idle workers claim at once. The payload is the queue name
-    (``sweep``: ``WAKE_SWEEP`` and the queue name). Skipped when the server's notification queue
-    is half full: a full queue makes COMMIT fail, and a missed wake costs only a poll. Reference
-    it (count its rows) or it does not run."""
-    payload = f"'{WAKE_SWEEP}' || q.queue" if sweep else "q.queue"
+    answers `queue`), so the queue's idle workers claim at once. The payload is ``prefix`` and the
+    queue name: no prefix, a job is due now; ``WAKE_SWEEP``, a due time changed; ``WAKE_BEAT``, a
+    job was cancelled (its worker renews at once and learns it lost the job). Skipped when the
+    server's notification queue is half full: a full queue makes COMMIT fail, and a missed wake
+    costs only a poll (or a heartbeat). Reference it (count its rows) or it does not run."""
+    payload = f"'{prefix}' || q.queue" if prefix else "q.queue"
     return f"""wake as (
     select pg_notify(%(channel)s, {payload})
     from (select distinct {rows}.queue from {rows}) as q
@@ -426,13 +428,21 @@ CURSOR_EXISTS = "select 1 as present from {schema}.jobs where id = %(id)s::uuid"
 
 # Operator verbs. Each is one statement guarded by the states it applies to; a miss is read
 # back with GET to tell "not found" from "wrong state". The bulk forms are in ``admin``.
-CANCEL = """
-update {schema}.jobs
-set state = 'cancelled', worker_id = null, lease_expires_at = null,
-    finished_at = now(), updated_at = now()
-where id = %(id)s::uuid and state in ('ready', 'delayed', 'running', 'suspended')
-returning id::text as id
+CANCEL = (
+    """
+with moved as (
+    update {schema}.jobs
+    set state = 'cancelled', worker_id = null, lease_expires_at = null,
+        finished_at = now(), updated_at = now()
+    where id = %(id)s::uuid and state in ('ready', 'delayed', 'running', 'suspended')
+    returning id, queue
+), """
+    + wake_cte(prefix=WAKE_BEAT)
+    + """
+select moved.id::text as id, (select count(*) from wake) as woken
+from moved
 """
+)
 
 # Requeue a finished job as a fresh run: attempts reset, progress cleared, key kept; last_error and
 # the errors history stay (they are the job's history). The live-key index refuses it (unique
