@@ -213,6 +213,10 @@ Examples:
   workhorse --app myproject.jobs:app worker --concurrency 20
   workhorse ls --state dead
   workhorse show 0190f1c2-... --json
+  workhorse stats --since 15m
+  workhorse requeue --all --state dead --dry-run
+  workhorse pause emails --reason "provider outage"
+  workhorse metrics --serve :9464
 
 Run `workhorse COMMAND --help` for a command's options.""",
 )
