@@ -29,131 +29,43 @@ import asyncio
 import collections
 import contextlib
 import functools
-import json
 import logging
 import math
-import os
 import random
 import signal
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workhorse._runtime.execute import Run, Verdict, execute
+from workhorse._runtime.heartbeat import heartbeat_loop, register
 from workhorse._runtime.listener import Listener
+from workhorse._runtime.settler import announce_buried, settle_loop
+from workhorse._runtime.state import Control, Held, WorkerStats
 from workhorse.context import JobContext
-from workhorse.drivers.base import Buried, Claimed, Driver, Lease, Settlement, StepFence, WorkerInfo
+from workhorse.drivers.base import Claimed, Driver, Lease, Settlement, StepFence
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import jobs_channel
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
-from workhorse.jobs import Outcome, OutcomeKind
-from workhorse.steps import Steps
 
 if TYPE_CHECKING:
     from workhorse.app import App
 
+__all__ = ["Worker", "WorkerStats"]  # WorkerStats lives in _runtime/state.py; its public home is here
+
 log = logging.getLogger("workhorse.worker")
 
-ON_SETTLED_TRIES = 3
 CLAIM_COALESCE = 0.0005  # seconds a busy worker waits for more slots to free before claiming
 PREFETCH_BELOW = 0.05  # seconds: bodies shorter than this on average let the worker claim ahead
 PREFETCH_WINDOW = 0.1  # seconds of work a worker may hold claimed ahead of its slots
 PREFETCH_MAX = 10  # and never more than this many times its slots
-SETTLE_LINGER = 0.002  # seconds a busy worker's settle waits for more outcomes to batch
 SWEEP_EVERY = 1.0  # seconds between full claims (lapsed leases, next due) while every claim is full
 BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
 IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
-IDLE_BEAT_SHARE = 2 / 3  # an idle worker renews its registry row after 2/3 of its time to live
-LOOP_LAG_WARNING = 1.0  # seconds the body loop may be unresponsive before we name the culprit
-
-
-@dataclass
-class WorkerStats:
-    """What one worker did. ``interrupted`` counts attempts handed back by a drain, unspent;
-    ``suspended`` runs that suspended themselves in a step (a sleep or a wait), also unspent."""
-
-    claimed: int = 0
-    completed: int = 0
-    retried: int = 0
-    dead: int = 0
-    failed: int = 0
-    interrupted: int = 0
-    suspended: int = 0
-    lease_lost: int = 0
-    settle_missed: int = 0
-    buried: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(slots=True)
-class _Held:
-    """One claimed run, from its claim until its settle landed (or it was let go)."""
-
-    run: Run
-    lease: Lease
-    slot_queue: str
-    worker: Worker
-    body_done: bool = False
-    settled: bool = False
-    thread_alive: bool = False
-    slot_released: bool = False
-
-    # The context's hooks (``context.RunHooks``): built only when a body uses them.
-
-    def make_steps(self) -> Steps:
-        worker, claimed = self.worker, self.run.claimed
-        return Steps(
-            self.run.ctx,
-            driver=lambda: worker.app.driver,  # the body loop's driver, resolved when a step runs there
-            fence=StepFence(claimed.id, worker.id, claimed.claims),
-            is_async=self.run.handle.is_async,
-        )
-
-    def progress_requested(self, delay: float) -> None:
-        self.worker._progress_requested(self, delay)
-
-
-@dataclass
-class _Control:
-    """State owned by the control loop (only touched from the control thread)."""
-
-    loop: asyncio.AbstractEventLoop
-    claim: Driver
-    settle: Driver
-    heartbeat: Driver
-    wake: asyncio.Event
-    settles: asyncio.Queue[tuple[_Held, Verdict]]
-    last_renewal: float = field(default_factory=time.monotonic)
-    beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
-
-
-class _LoopWatch:
-    """Is the body loop answering? A ping is posted to it; until the ping runs, the loop is busy
-    with something that does not yield. Read from the control thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.sent_at: float | None = None
-        self.warned_at = -math.inf
-
-    def silent_for(self) -> float:
-        """Seconds the outstanding ping has waited (0 when none was outstanding: one is sent)."""
-        if self.sent_at is None:
-            self.sent_at = time.monotonic()
-            self.loop.call_soon_threadsafe(self._answered)
-            return 0.0
-        return time.monotonic() - self.sent_at
-
-    def _answered(self) -> None:
-        self.sent_at = None
 
 
 class Worker:
@@ -202,7 +114,7 @@ class Worker:
         self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.stats = WorkerStats()
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, Held] = {}
         self._forgotten = 0  # runs fully let go of; a burst ends only if none was since its last claim
         self._recheck = False  # a run ended in a way that may have made work due (retry, suspension...)
         self._pool: ThreadPoolExecutor | None = None
@@ -212,12 +124,12 @@ class Worker:
         self._posts_flushing = False
         self._busy: dict[str, int] = dict.fromkeys(self.queues, 0)  # bodies running, per queue
         # Claimed ahead of a free slot (short jobs only, see _prefetch), started as slots free.
-        self._buffer: dict[str, collections.deque[_Held]] = {q: collections.deque() for q in self.queues}
+        self._buffer: dict[str, collections.deque[Held]] = {q: collections.deque() for q in self.queues}
         self._runtime = math.inf  # moving average of body run time, seconds; decides prefetching
         self._lock = threading.Lock()  # guards _held and _busy across the two loops
         self._accepting = True
         self._stopped = asyncio.Event()
-        self._control: _Control | None = None
+        self._control: Control | None = None
         self._progress_writes: set[asyncio.Task[None]] = set()  # on the control loop
         self._body_loop: asyncio.AbstractEventLoop | None = None
         self._drain_deadline: float | None = None
@@ -357,7 +269,7 @@ class Worker:
 
     async def _control_run(self, ready: threading.Event) -> None:
         claim, settle, heartbeat = self._drivers()
-        control = _Control(
+        control = Control(
             loop=asyncio.get_running_loop(),
             claim=claim,
             settle=settle,
@@ -379,7 +291,7 @@ class Worker:
                 control.loop.call_soon_threadsafe(control.wake.set)
 
             unsubscribe = claim.subscribe(wake)
-        await self._register(control)
+        await register(self, control)
         ready.set()
         log.info(
             "worker %s: claiming from %s",
@@ -387,8 +299,8 @@ class Worker:
             ", ".join(f"{q}({n})" for q, n in self.concurrency.items()),
         )
         tasks = [
-            asyncio.create_task(self._settle_loop(control), name="settle"),
-            asyncio.create_task(self._heartbeat_loop(control), name="heartbeat"),
+            asyncio.create_task(settle_loop(self, control), name="settle"),
+            asyncio.create_task(heartbeat_loop(self, control), name="heartbeat"),
         ]
         try:
             await self._claim_loop(control, listener)
@@ -434,7 +346,7 @@ class Worker:
         with self._lock:
             return sum(self._busy.values())
 
-    async def _claim_loop(self, control: _Control, listener: Listener | None) -> None:
+    async def _claim_loop(self, control: Control, listener: Listener | None) -> None:
         failures = 0
         full = False
         forgotten = -1
@@ -501,7 +413,7 @@ class Worker:
                     await self._sleep_or_wake(control, delay)
                     continue
                 if result.buried:
-                    self._announce_buried(result.buried)
+                    announce_buried(self, result.buried)
                 if not self._accepting:  # the drain began while this claim was in flight
                     self.stats.claimed += len(result.claimed)
                     await self._hand_back(control, result.claimed)
@@ -547,7 +459,7 @@ class Worker:
                     break
                 control.wake.clear()
 
-    async def _hand_back(self, control: _Control, claimed: list[Claimed]) -> None:
+    async def _hand_back(self, control: Control, claimed: list[Claimed]) -> None:
         """Return jobs claimed but never started, unspent. A miss here is harmless: the lease lapses."""
         if not claimed:
             return
@@ -566,14 +478,14 @@ class Worker:
         with self._lock:
             return not self._held
 
-    async def _sleep_or_wake(self, control: _Control, seconds: float) -> None:
+    async def _sleep_or_wake(self, control: Control, seconds: float) -> None:
         if control.wake.is_set():
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):  # no task per wait, unlike wait_for: a notify's claim starts sooner
                 await control.wake.wait()
 
-    def _start(self, control: _Control, claimed: list[Claimed]) -> None:
+    def _start(self, control: Control, claimed: list[Claimed]) -> None:
         """Take a claimed batch into the worker: its runs start as far as slots allow, the rest wait
         in the buffer (holding their leases) until a slot frees."""
         for c in claimed:
@@ -581,9 +493,9 @@ class Worker:
         self.stats.claimed += len(claimed)
         self._fill(control)
 
-    def _fill(self, control: _Control) -> None:
+    def _fill(self, control: Control) -> None:
         """Start buffered runs into free slots, handed to the body loop in ONE wake-up."""
-        starting: list[_Held] = []
+        starting: list[Held] = []
         with self._lock:
             for queue, waiting in self._buffer.items():
                 while waiting and self._busy[queue] < self.concurrency[queue]:
@@ -595,7 +507,7 @@ class Worker:
             assert self._body_loop is not None
             self._body_loop.call_soon_threadsafe(self._spawn, control, starting)
 
-    def _hold(self, claimed: Claimed) -> _Held:
+    def _hold(self, claimed: Claimed) -> Held:
         handle = self.app.jobs[claimed.name]
         ctx = JobContext(
             id=claimed.id,
@@ -607,7 +519,7 @@ class Worker:
             worker_id=self.id,
             logger=handle.logger,
         )
-        held = _Held(
+        held = Held(
             run=Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic()),
             lease=Lease(claimed.id, claimed.claims),
             slot_queue=claimed.queue,
@@ -619,14 +531,14 @@ class Worker:
             self._held[claimed.id] = held
         return held
 
-    def _spawn(self, control: _Control, helds: list[_Held]) -> None:
+    def _spawn(self, control: Control, helds: list[Held]) -> None:
         """On the body loop: one task per run; each verdict goes back through the outbox."""
         loop = asyncio.get_running_loop()
         for held in helds:
             task = loop.create_task(self._execute(control, held), name=f"workhorse:{held.run.handle.name}")
             task.add_done_callback(functools.partial(self._ran, control, held))
 
-    def _ran(self, control: _Control, held: _Held, task: asyncio.Task[Verdict]) -> None:
+    def _ran(self, control: Control, held: Held, task: asyncio.Task[Verdict]) -> None:
         verdict = Verdict(None)
         if task.cancelled():
             log.error("worker %s: the run of job %s was cancelled outside the worker", self.id, held.lease.job_id)
@@ -636,7 +548,7 @@ class Worker:
             verdict = task.result()
         self._post(control, functools.partial(self._body_finished, control, held, verdict))
 
-    def _post(self, control: _Control, call: Callable[[], None]) -> None:
+    def _post(self, control: Control, call: Callable[[], None]) -> None:
         """From the body loop: run ``call`` on the control loop. Calls posted in one turn of the
         body loop are gathered and cross to the control loop together, in one wake-up."""
         self._posts.append(call)
@@ -644,7 +556,7 @@ class Worker:
             self._posts_flushing = True
             asyncio.get_running_loop().call_soon(self._flush_posts, control)
 
-    def _flush_posts(self, control: _Control) -> None:
+    def _flush_posts(self, control: Control) -> None:
         self._posts_flushing = False
         self._outbox.extend(self._posts)
         self._posts.clear()
@@ -659,14 +571,14 @@ class Worker:
         if self._control is not None and self._accepting:
             self._fill(self._control)
 
-    async def _execute(self, control: _Control, held: _Held) -> Verdict:
+    async def _execute(self, control: Control, held: Held) -> Verdict:
         def thread_exit() -> None:
             self._post(control, functools.partial(self._thread_exited, control, held))
 
         assert self._pool is not None
         return await execute(held.run, self._pool, thread_exit)
 
-    def _body_finished(self, control: _Control, held: _Held, verdict: Verdict) -> None:
+    def _body_finished(self, control: Control, held: Held, verdict: Verdict) -> None:
         held.body_done = True
         took = time.monotonic() - held.run.started
         self._runtime = took if math.isinf(self._runtime) else self._runtime * 0.9 + took * 0.1
@@ -684,15 +596,15 @@ class Worker:
             return
         control.settles.put_nowait((held, verdict))
 
-    def _thread_exited(self, control: _Control, held: _Held) -> None:
+    def _thread_exited(self, control: Control, held: Held) -> None:
         held.thread_alive = False
         self._release(control, held)
 
-    def _forget(self, control: _Control, held: _Held) -> None:
+    def _forget(self, control: Control, held: Held) -> None:
         held.settled = True
         self._release(control, held)
 
-    def _release(self, control: _Control, held: _Held) -> None:
+    def _release(self, control: Control, held: Held) -> None:
         """The slot frees as soon as the body returned (and its thread, for a sync body): the
         settle follows on its own, fenced, while the next job already runs. The lease is kept
         (and renewed) until the settle lands."""
@@ -707,7 +619,7 @@ class Worker:
 
     # -- progress -----------------------------------------------------------------------------
 
-    def _progress_requested(self, held: _Held, delay: float) -> None:
+    def _progress_requested(self, held: Held, delay: float) -> None:
         """From the body (its loop or its thread): write the run's progress ``delay`` seconds from
         now, on the control loop. ``JobContext.progress`` asks at most once per write."""
         control = self._control
@@ -715,13 +627,13 @@ class Worker:
             with contextlib.suppress(RuntimeError):  # the control loop already closed: the settle wrote it
                 control.loop.call_soon_threadsafe(self._progress_arm, control, held, delay)
 
-    def _progress_arm(self, control: _Control, held: _Held, delay: float) -> None:
+    def _progress_arm(self, control: Control, held: Held, delay: float) -> None:
         if delay > 0:
             control.loop.call_later(delay, self._progress_flush, control, held)
         else:
             self._progress_flush(control, held)
 
-    def _progress_flush(self, control: _Control, held: _Held) -> None:
+    def _progress_flush(self, control: Control, held: Held) -> None:
         text = held.run.ctx.take_progress()
         if text is None or held.body_done:
             return  # the settle statement writes the latest report
@@ -729,239 +641,22 @@ class Worker:
         self._progress_writes.add(task)
         task.add_done_callback(self._progress_writes.discard)
 
-    async def _write_progress(self, control: _Control, held: _Held, text: str) -> None:
+    async def _write_progress(self, control: Control, held: Held, text: str) -> None:
         fence = StepFence(held.lease.job_id, self.id, held.lease.claims)
         try:
             await control.settle.record_progress(fence, text)
         except WorkhorseError as error:  # advisory: the next report, or the settle, writes it again
             log.warning("worker %s: progress of job %s not written (%s)", self.id, held.lease.job_id, error.cause)
 
-    # -- settling -----------------------------------------------------------------------------
+    # -- leases (the heartbeat: _runtime/heartbeat.py; settling: _runtime/settler.py) -----------
 
-    async def _settle_loop(self, control: _Control) -> None:
-        """One statement settles every attempt that finished meanwhile. While the worker is busy
-        (more settles coming), it lingers SETTLE_LINGER for more, so the batches grow."""
-        while True:
-            batch = [await control.settles.get()]
-            if self._slots_busy() and control.settles.qsize() < self._total:
-                await asyncio.sleep(SETTLE_LINGER)
-            while not control.settles.empty():
-                batch.append(control.settles.get_nowait())
-            await self._settle_batch(control, batch)
-
-    async def _settle_batch(self, control: _Control, batch: list[tuple[_Held, Verdict]]) -> None:
-        settlements = [
-            Settlement(
-                job_id=h.lease.job_id,
-                worker_id=self.id,
-                claims=h.lease.claims,
-                outcome=v.outcome,
-                result=v.result,
-                error=v.error,
-                delay=v.delay,
-                progress=h.run.ctx._progress_latest,
-            )
-            for h, v in batch
-            if v.outcome is not None
-        ]
-        failures = 0
-        while True:
-            try:
-                landed = await control.settle.settle(settlements)
-                break
-            except WorkhorseError as error:
-                failures += 1
-                if time.monotonic() - control.last_renewal > self.visibility:
-                    log.error(  # noqa: TRY400 - an expected outage, reported without a traceback
-                        "worker %s: could not settle %d job(s) within a lease window (%s); leaving them "
-                        "to the next claim",
-                        self.id,
-                        len(batch),
-                        error.cause,
-                    )
-                    landed = [False] * len(settlements)
-                    break
-                delay = min(5.0, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
-                log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.id, error.cause, delay)
-                await asyncio.sleep(delay)
-        for (held, verdict), ok in zip(batch, landed, strict=True):
-            if not ok or verdict.outcome not in ("done", "dead", "failed"):
-                self._recheck = True  # a retry or a handed-back run may be due (now or later) again
-            self._count(verdict, ok)
-            if ok:
-                self._announce(held, verdict)
-            else:
-                log.warning(
-                    "worker %s: settle of job %s (%s) did not land: the job is no longer ours "
-                    "(cancelled, or re-claimed after our lease lapsed)",
-                    self.id,
-                    held.lease.job_id,
-                    held.run.handle.name,
-                )
-            self._forget(control, held)
-
-    def _count(self, verdict: Verdict, landed: bool) -> None:
-        if not landed:
-            self.stats.settle_missed += 1
-            return
-        match verdict.outcome:
-            case "done":
-                self.stats.completed += 1
-            case "retry":
-                self.stats.retried += 1
-            case "dead":
-                self.stats.dead += 1
-            case "failed":
-                self.stats.failed += 1
-            case "interrupted":
-                self.stats.interrupted += 1
-            case _:
-                pass
-
-    def _announce(self, held: _Held, verdict: Verdict) -> None:
-        kinds: dict[str, OutcomeKind] = {"done": "completed", "dead": "dead-lettered", "failed": "dropped"}
-        kind = kinds.get(verdict.outcome or "")
-        handle = held.run.handle
-        if kind is None or handle.on_settled is None:
-            return
-        outcome = Outcome(
-            kind=kind,
-            job_id=held.lease.job_id,
-            name=handle.name,
-            attempt=held.run.claimed.attempt,
-            payload=held.run.claimed.payload,
-            result=verdict.result_value,
-            error=None if verdict.error is None else json.loads(verdict.error),
-        )
-        self._call_on_settled(handle.on_settled, outcome)
-
-    def _announce_buried(self, buried: list[Buried]) -> None:
-        for row in buried:
-            self.stats.buried += 1
-            log.error(
-                "worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
-                self.id,
-                row.id,
-                row.name,
-                row.state,
-                row.attempt,
-                row.max_attempts,
-            )
-            handle = self.app.jobs.get(row.name)
-            if handle is None or handle.on_settled is None:
-                continue
-            kind: OutcomeKind = "dead-lettered" if row.state == "dead" else "dropped"
-            self._call_on_settled(
-                handle.on_settled,
-                Outcome(
-                    kind=kind,
-                    job_id=row.id,
-                    name=row.name,
-                    attempt=row.attempt,
-                    payload=row.payload,
-                    error=row.last_error,
-                ),
-            )
-
-    def _call_on_settled(self, hook: Any, outcome: Outcome) -> None:
-        async def call() -> None:
-            for attempt in range(1, ON_SETTLED_TRIES + 1):
-                try:
-                    value = hook(outcome)
-                    if asyncio.iscoroutine(value):
-                        await value
-                except Exception:
-                    log.exception("on_settled of %s failed (try %d of %d)", outcome.name, attempt, ON_SETTLED_TRIES)
-                    await asyncio.sleep(0.05 * attempt)
-                else:
-                    return
-
-        assert self._body_loop is not None
-        asyncio.run_coroutine_threadsafe(call(), self._body_loop)
-
-    # -- leases -------------------------------------------------------------------------------
-
-    async def _register(self, control: _Control) -> None:
-        info = WorkerInfo(
-            id=self.id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            queues=list(self.queues),
-            concurrency=dict(self.concurrency),
-        )
-        try:
-            await control.heartbeat.register_worker(info, self.visibility)
-        except WorkhorseError as error:  # the registry is for operators; never a reason not to work
-            log.warning("worker %s: could not write its registry row (%s)", self.id, error.cause)
-
-    async def _heartbeat_loop(self, control: _Control) -> None:
-        """One statement per beat renews the registry row and every held lease. Busy: every third
-        of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row
-        needs it; and at once when a job of our queues was cancelled (the listener's ``beat``), so a
-        cancelled body stops now."""
-        assert self._body_loop is not None
-        watch = _LoopWatch(self._body_loop)
-        while True:
-            with self._lock:
-                busy = bool(self._held)
-            with contextlib.suppress(TimeoutError):  # a cancel's NOTIFY brings the beat forward
-                async with asyncio.timeout(self.heartbeat_interval if busy else self.visibility * IDLE_BEAT_SHARE):
-                    await control.beat.wait()
-            control.beat.clear()
-            with self._lock:
-                held = [h for h in self._held.values() if not h.settled]
-            asked_at = time.monotonic()
-            try:
-                beat = await control.heartbeat.heartbeat(self.id, [h.lease for h in held], self.visibility)
-                control.last_renewal = asked_at
-            except WorkhorseError as error:
-                silent_for = time.monotonic() - control.last_renewal
-                log.warning(
-                    "worker %s: lease renewal failed (%s); no renewal landed for %.1fs",
-                    self.id,
-                    error.cause,
-                    silent_for,
-                )
-                if silent_for >= self.visibility:
-                    for h in held:
-                        self._cancel_run(h, "lease lost")
-                continue
-            if not beat.registered:
-                await self._register(control)
-            for h in held:
-                if h.lease.job_id not in beat.held and not h.settled and not h.run.ctx._releasing:
-                    log.warning(
-                        "worker %s: job %s (%s) is no longer ours: cancelling its body",
-                        self.id,
-                        h.lease.job_id,
-                        h.run.handle.name,
-                    )
-                    self._cancel_run(h, "lease lost")
-            if held:
-                self._check_body_loop(watch, held)
-
-    def _check_body_loop(self, watch: _LoopWatch, held: list[_Held]) -> None:
-        """Warn (at most every 10 s) when the body loop stops answering: an async body blocks it."""
-        silent = watch.silent_for()
-        now = time.monotonic()
-        if silent > LOOP_LAG_WARNING and now - watch.warned_at > 10:
-            culprits = sorted({h.run.handle.name for h in held if h.run.handle.is_async and not h.body_done})
-            log.warning(
-                "worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
-                "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
-                self.id,
-                silent,
-                ", ".join(culprits) or "unknown",
-            )
-            watch.warned_at = now
-
-    def _cancel_run(self, held: _Held, reason: str) -> None:
+    def _cancel_run(self, held: Held, reason: str) -> None:
         assert self._body_loop is not None
         self._body_loop.call_soon_threadsafe(held.run.cancel, reason)
 
     # -- the drain ----------------------------------------------------------------------------
 
-    async def _drain(self, control: _Control) -> None:
+    async def _drain(self, control: Control) -> None:
         with self._lock:  # jobs claimed ahead and never started go straight back, unspent
             waiting = [held for queue in self._buffer.values() for held in queue]
             for queue in self._buffer.values():

@@ -56,6 +56,12 @@ def enqueue(url: str, count: int) -> None:
     asyncio.run(run())
 
 
+def registered(url: str) -> bool:
+    with psycopg.connect(url, connect_timeout=2) as conn:
+        row = conn.execute("select count(*) from faults.workers").fetchone()
+    return row is not None and row[0] >= 1
+
+
 def done(url: str) -> int:
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
@@ -113,6 +119,9 @@ def test_a_worker_survives_fast_and_immediate_restarts(own_server: tuple[Path, s
             stderr=subprocess.STDOUT,
         )
     try:
+        # Restart only once the worker is up: a server that goes away during its start-up check is
+        # a failed start (the process exits non-zero), not the outage this test is about.
+        wait_for(lambda: registered(url), 60, "the worker to register")
         total = 0
         for mode in ("fast", "immediate"):
             enqueue(url, 100)

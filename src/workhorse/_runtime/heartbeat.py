@@ -1,0 +1,127 @@
+"""The worker's lease side: its registry row, the heartbeat that renews every held lease, and the
+watch on the body loop.
+
+Runs on the control loop (``heartbeat_loop`` is one of its tasks). Plain functions over the
+``Worker`` they serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from workhorse._runtime.state import Control, Held
+from workhorse.drivers.base import WorkerInfo
+from workhorse.errors import WorkhorseError
+
+if TYPE_CHECKING:
+    from workhorse.worker import Worker
+
+log = logging.getLogger("workhorse.worker")
+
+IDLE_BEAT_SHARE = 2 / 3  # an idle worker renews its registry row after 2/3 of its time to live
+LOOP_LAG_WARNING = 1.0  # seconds the body loop may be unresponsive before we name the culprit
+
+
+class LoopWatch:
+    """Is the body loop answering? A ping is posted to it; until the ping runs, the loop is busy
+    with something that does not yield. Read from the control thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.sent_at: float | None = None
+        self.warned_at = -math.inf
+
+    def silent_for(self) -> float:
+        """Seconds the outstanding ping has waited (0 when none was outstanding: one is sent)."""
+        if self.sent_at is None:
+            self.sent_at = time.monotonic()
+            self.loop.call_soon_threadsafe(self._answered)
+            return 0.0
+        return time.monotonic() - self.sent_at
+
+    def _answered(self) -> None:
+        self.sent_at = None
+
+
+async def register(worker: Worker, control: Control) -> None:
+    info = WorkerInfo(
+        id=worker.id,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queues=list(worker.queues),
+        concurrency=dict(worker.concurrency),
+    )
+    try:
+        await control.heartbeat.register_worker(info, worker.visibility)
+    except WorkhorseError as error:  # the registry is for operators; never a reason not to work
+        log.warning("worker %s: could not write its registry row (%s)", worker.id, error.cause)
+
+
+async def heartbeat_loop(worker: Worker, control: Control) -> None:
+    """One statement per beat renews the registry row and every held lease. Busy: every third
+    of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row
+    needs it; and at once when a job of our queues was cancelled (the listener's ``beat``), so a
+    cancelled body stops now."""
+    assert worker._body_loop is not None
+    watch = LoopWatch(worker._body_loop)
+    while True:
+        with worker._lock:
+            busy = bool(worker._held)
+        with contextlib.suppress(TimeoutError):  # a cancel's NOTIFY brings the beat forward
+            async with asyncio.timeout(worker.heartbeat_interval if busy else worker.visibility * IDLE_BEAT_SHARE):
+                await control.beat.wait()
+        control.beat.clear()
+        with worker._lock:
+            held = [h for h in worker._held.values() if not h.settled]
+        asked_at = time.monotonic()
+        try:
+            beat = await control.heartbeat.heartbeat(worker.id, [h.lease for h in held], worker.visibility)
+            control.last_renewal = asked_at
+        except WorkhorseError as error:
+            silent_for = time.monotonic() - control.last_renewal
+            log.warning(
+                "worker %s: lease renewal failed (%s); no renewal landed for %.1fs",
+                worker.id,
+                error.cause,
+                silent_for,
+            )
+            if silent_for >= worker.visibility:
+                for h in held:
+                    worker._cancel_run(h, "lease lost")
+            continue
+        if not beat.registered:
+            await register(worker, control)
+        for h in held:
+            if h.lease.job_id not in beat.held and not h.settled and not h.run.ctx._releasing:
+                log.warning(
+                    "worker %s: job %s (%s) is no longer ours: cancelling its body",
+                    worker.id,
+                    h.lease.job_id,
+                    h.run.handle.name,
+                )
+                worker._cancel_run(h, "lease lost")
+        if held:
+            check_body_loop(worker, watch, held)
+
+
+def check_body_loop(worker: Worker, watch: LoopWatch, held: list[Held]) -> None:
+    """Warn (at most every 10 s) when the body loop stops answering: an async body blocks it."""
+    silent = watch.silent_for()
+    now = time.monotonic()
+    if silent > LOOP_LAG_WARNING and now - watch.warned_at > 10:
+        culprits = sorted({h.run.handle.name for h in held if h.run.handle.is_async and not h.body_done})
+        log.warning(
+            "worker %s: the event loop running job bodies has not answered for %.1fs; an async body "
+            "is blocking it (time.sleep or CPU work?): %s. Its lease is still renewed.",
+            worker.id,
+            silent,
+            ", ".join(culprits) or "unknown",
+        )
+        watch.warned_at = now

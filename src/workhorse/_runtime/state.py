@@ -1,0 +1,77 @@
+"""The worker's small records: its stats, one held run, and the control loop's state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from workhorse._runtime.execute import Run, Verdict
+from workhorse.drivers.base import Driver, Lease, StepFence
+from workhorse.steps import Steps
+
+if TYPE_CHECKING:
+    from workhorse.worker import Worker
+
+
+@dataclass
+class WorkerStats:
+    """What one worker did. ``interrupted`` counts attempts handed back by a drain, unspent;
+    ``suspended`` runs that suspended themselves in a step (a sleep or a wait), also unspent."""
+
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    suspended: int = 0
+    lease_lost: int = 0
+    settle_missed: int = 0
+    buried: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Held:
+    """One claimed run, from its claim until its settle landed (or it was let go)."""
+
+    run: Run
+    lease: Lease
+    slot_queue: str
+    worker: Worker
+    body_done: bool = False
+    settled: bool = False
+    thread_alive: bool = False
+    slot_released: bool = False
+
+    # The context's hooks (``context.RunHooks``): built only when a body uses them.
+
+    def make_steps(self) -> Steps:
+        worker, claimed = self.worker, self.run.claimed
+        return Steps(
+            self.run.ctx,
+            driver=lambda: worker.app.driver,  # the body loop's driver, resolved when a step runs there
+            fence=StepFence(claimed.id, worker.id, claimed.claims),
+            is_async=self.run.handle.is_async,
+        )
+
+    def progress_requested(self, delay: float) -> None:
+        self.worker._progress_requested(self, delay)
+
+
+@dataclass
+class Control:
+    """State owned by the control loop (only touched from the control thread)."""
+
+    loop: asyncio.AbstractEventLoop
+    claim: Driver
+    settle: Driver
+    heartbeat: Driver
+    wake: asyncio.Event
+    settles: asyncio.Queue[tuple[Held, Verdict]]
+    last_renewal: float = field(default_factory=time.monotonic)
+    beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
