@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from workhorse import App, ConfigurationError
 from workhorse.drivers.base import CounterSum, QueuePause, Snapshot, StateCount
 from workhorse.metrics import WorkhorseCollector, families, render, to_document
 
@@ -130,3 +132,11 @@ def test_describe_names_every_family_without_a_scrape() -> None:
         "workhorse_lease_lost",
     }
     assert threading.active_count() == threads  # describing reads nothing and starts no thread
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 301, True, "5s", None])
+def test_a_collector_refuses_a_timeout_outside_0_to_300_seconds(timeout: object) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        WorkhorseCollector(App(driver="memory"), timeout=timeout)  # type: ignore[arg-type]
+    assert refused.value.code == "METRICS_TIMEOUT_INVALID"
+    assert repr(timeout) in refused.value.cause and "timeout=" in refused.value.fix
