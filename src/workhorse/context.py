@@ -6,7 +6,6 @@ import json
 import logging
 import math
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,8 +58,8 @@ class RunHooks(Protocol):
 
     def make_steps(self) -> Steps: ...
 
-    def progress_requested(self, delay: float) -> None:
-        """Write the run's progress ``delay`` seconds from now (called from the body's thread or loop)."""
+    def progress_requested(self) -> None:
+        """The run has a new report to write (called from the body's thread or loop)."""
 
 
 @dataclass
@@ -79,8 +78,9 @@ class JobContext:
 
     ``progress(0.4, "resized 40 of 100")`` or ``progress((40, 100))`` reports how far the attempt
     got; ``workhorse show`` and ``ls`` display it. Call it as often as you like: it never waits on
-    the database, and at most one write a second per job reaches it (fenced on the claim, like
-    every write of the run). The latest report is written with the settle in any case.
+    the database: once a second at most, the worker writes every run's newest report in one
+    statement (each fenced on its claim, like every write of the run). The latest report is
+    written with the settle in any case.
     """
 
     id: str
@@ -101,10 +101,10 @@ class JobContext:
     # True while a step statement that may suspend the job is in flight: the lease can vanish
     # then because this run released it, which the worker must not report as a lost lease.
     _releasing: bool = field(default=False, repr=False)
-    # Progress: the latest report (JSON text), the one not yet written, the next write's earliest time.
+    # Progress: the latest report (JSON text), the last one handed to the worker to write, and
+    # whether the worker has been told of a newer one. Each report is a new str: compared by identity.
     _progress_latest: str | None = field(default=None, repr=False)
-    _progress_pending: str | None = field(default=None, repr=False)
-    _progress_next: float = field(default=0.0, repr=False)  # monotonic time the next write may go
+    _progress_written: str | None = field(default=None, repr=False)
     _progress_scheduled: bool = field(default=False, repr=False)
 
     def progress(self, value: float | tuple[int, int], message: str | None = None) -> None:
@@ -112,18 +112,19 @@ class JobContext:
         report = progress_report(value, message, job=self.name)
         text = json.dumps(report)
         self._progress_latest = text
-        self._progress_pending = text
         hooks = self._hooks
         if hooks is not None and not self._progress_scheduled:
             self._progress_scheduled = True
-            hooks.progress_requested(max(0.0, self._progress_next - time.monotonic()))
+            hooks.progress_requested()
 
     def take_progress(self) -> str | None:
-        """For the worker: the report to write now (None when nothing is new), opening the next
-        one-second window."""
-        text, self._progress_pending = self._progress_pending, None
-        self._progress_scheduled = False
-        self._progress_next = time.monotonic() + PROGRESS_INTERVAL
+        """For the worker: the report to write now (None when nothing is new); the next report
+        asks the worker again."""
+        self._progress_scheduled = False  # first: a report made from now on asks again
+        text = self._progress_latest
+        if text is self._progress_written:
+            return None
+        self._progress_written = text
         return text
 
     @property

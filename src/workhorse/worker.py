@@ -45,7 +45,7 @@ from workhorse._runtime.heartbeat import heartbeat_loop, register
 from workhorse._runtime.listener import Listener
 from workhorse._runtime.settler import announce_buried, settle_loop
 from workhorse._runtime.state import Control, Held, WorkerStats
-from workhorse.context import JobContext
+from workhorse.context import PROGRESS_INTERVAL, JobContext
 from workhorse.drivers.base import Claimed, Driver, Lease, Settlement, StepFence
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import jobs_channel
@@ -130,7 +130,7 @@ class Worker:
         self._accepting = True
         self._stopped = asyncio.Event()
         self._control: Control | None = None
-        self._progress_writes: set[asyncio.Task[None]] = set()  # on the control loop
+        self._progress_due: list[Held] = []  # runs with a report to write (control loop)
         self._body_loop: asyncio.AbstractEventLoop | None = None
         self._drain_deadline: float | None = None
         self._burst = False
@@ -301,12 +301,12 @@ class Worker:
         tasks = [
             asyncio.create_task(settle_loop(self, control), name="settle"),
             asyncio.create_task(heartbeat_loop(self, control), name="heartbeat"),
+            asyncio.create_task(self._progress_loop(control), name="progress"),
         ]
         try:
             await self._claim_loop(control, listener)
             await self._drain(control)
         finally:
-            tasks.extend(self._progress_writes)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -619,34 +619,36 @@ class Worker:
 
     # -- progress -----------------------------------------------------------------------------
 
-    def _progress_requested(self, held: Held, delay: float) -> None:
-        """From the body (its loop or its thread): write the run's progress ``delay`` seconds from
-        now, on the control loop. ``JobContext.progress`` asks at most once per write."""
+    def _progress_requested(self, held: Held) -> None:
+        """From the body (its loop or its thread): the run has a report to write. ``JobContext.progress``
+        asks once per report taken, so a chatty body costs one call here per write, not per report."""
         control = self._control
         if control is not None:
             with contextlib.suppress(RuntimeError):  # the control loop already closed: the settle wrote it
-                control.loop.call_soon_threadsafe(self._progress_arm, control, held, delay)
+                control.loop.call_soon_threadsafe(self._progress_arm, control, held)
 
-    def _progress_arm(self, control: Control, held: Held, delay: float) -> None:
-        if delay > 0:
-            control.loop.call_later(delay, self._progress_flush, control, held)
-        else:
-            self._progress_flush(control, held)
+    def _progress_arm(self, control: Control, held: Held) -> None:
+        self._progress_due.append(held)
+        control.progress.set()
 
-    def _progress_flush(self, control: Control, held: Held) -> None:
-        text = held.run.ctx.take_progress()
-        if text is None or held.body_done:
-            return  # the settle statement writes the latest report
-        task = control.loop.create_task(self._write_progress(control, held, text))
-        self._progress_writes.add(task)
-        task.add_done_callback(self._progress_writes.discard)
-
-    async def _write_progress(self, control: Control, held: Held, text: str) -> None:
-        fence = StepFence(held.lease.job_id, self.id, held.lease.claims)
-        try:
-            await control.settle.record_progress(fence, text)
-        except WorkhorseError as error:  # advisory: the next report, or the settle, writes it again
-            log.warning("worker %s: progress of job %s not written (%s)", self.id, held.lease.job_id, error.cause)
+    async def _progress_loop(self, control: Control) -> None:
+        """Every run's newest report in ONE fenced statement, at most once a second (so at most one
+        write a second per job). A run whose body returned is skipped: its settle writes the report."""
+        while True:
+            await control.progress.wait()
+            control.progress.clear()
+            due, self._progress_due = self._progress_due, []
+            reports = [
+                (StepFence(h.lease.job_id, self.id, h.lease.claims), text)
+                for h in due
+                if (text := h.run.ctx.take_progress()) is not None and not h.body_done
+            ]
+            if reports:
+                try:
+                    await control.settle.record_progress(reports)
+                except WorkhorseError as error:  # advisory: the next report, or the settle, writes it again
+                    log.warning("worker %s: %d progress report(s) not written (%s)", self.id, len(reports), error.cause)
+            await asyncio.sleep(PROGRESS_INTERVAL)
 
     # -- leases (the heartbeat: _runtime/heartbeat.py; settling: _runtime/settler.py) -----------
 

@@ -319,20 +319,41 @@ async def claim_one(app: App, name: str = "task", queue: str = "default") -> Any
     return result.claimed[0]
 
 
+async def test_record_progress_writes_a_batch_in_order_each_on_its_own_fence(app: App) -> None:
+    task = declare(app)
+    a, b = await task.enqueue({"n": 1}), await task.enqueue({"n": 2})
+    result = await app.driver.claim(worker_id="w1", wants={"default": 2}, names=["task"], visibility=30)
+    claims = {c.id: c.claims for c in result.claimed}
+    assert set(claims) == {a.id, b.id}
+    landed = await app.driver.record_progress(
+        [
+            (StepFence(a.id, "w1", claims[a.id]), report(0.25, "a")),
+            (StepFence(b.id, "w2", claims[b.id]), report(0.5, "b, wrong worker")),
+            (StepFence("not-a-job-id", "w1", 1), report(0.5, "no such id")),
+            (StepFence(b.id, "w1", claims[b.id]), report(0.75, "b")),
+        ]
+    )
+    assert landed == [True, False, False, True]
+    first, second = await app.admin.get(a.id), await app.admin.get(b.id)
+    assert first is not None and first.progress is not None and first.progress["message"] == "a"
+    assert second is not None and second.progress is not None and second.progress["message"] == "b"
+    assert await app.driver.record_progress([]) == []
+
+
 async def test_record_progress_lands_only_for_the_claim_holder(app: App) -> None:
     task = declare(app)
     ref = await task.enqueue({"n": 1})
     # Not running yet: nobody holds it.
-    assert await app.driver.record_progress(StepFence(ref.id, "w1", 1), report(0.1, "early")) is False
+    assert await app.driver.record_progress([(StepFence(ref.id, "w1", 1), report(0.1, "early"))]) == [False]
     held = await claim_one(app)
     assert held.claims == 1
-    assert await app.driver.record_progress(StepFence(ref.id, "w1", 2), report(0.2, "wrong claims")) is False
-    assert await app.driver.record_progress(StepFence(ref.id, "w2", 1), report(0.2, "wrong worker")) is False
-    assert await app.driver.record_progress(StepFence(MISSING, "w1", 1), report(0.2, "no such job")) is False
+    assert await app.driver.record_progress([(StepFence(ref.id, "w1", 2), report(0.2, "wrong claims"))]) == [False]
+    assert await app.driver.record_progress([(StepFence(ref.id, "w2", 1), report(0.2, "wrong worker"))]) == [False]
+    assert await app.driver.record_progress([(StepFence(MISSING, "w1", 1), report(0.2, "no such job"))]) == [False]
     job = await app.admin.get(ref.id)
     assert job is not None and job.progress is None
 
-    assert await app.driver.record_progress(StepFence(ref.id, "w1", 1), report(0.5, "half")) is True
+    assert await app.driver.record_progress([(StepFence(ref.id, "w1", 1), report(0.5, "half"))]) == [True]
     job = await app.admin.get(ref.id)
     assert job is not None and job.progress == json.loads(report(0.5, "half"))
     assert isinstance(job.progress, dict)
@@ -341,13 +362,13 @@ async def test_record_progress_lands_only_for_the_claim_holder(app: App) -> None
     assert listed.progress == json.loads(report(0.5, "half"))
 
     # A later report replaces the earlier one.
-    assert await app.driver.record_progress(StepFence(ref.id, "w1", 1), report(0.75, "most")) is True
+    assert await app.driver.record_progress([(StepFence(ref.id, "w1", 1), report(0.75, "most"))]) == [True]
     job = await app.admin.get(ref.id)
     assert job is not None and job.progress is not None and job.progress["message"] == "most"
 
     # Settled: no longer held, the report stays.
     assert await app.driver.settle([Settlement(ref.id, "w1", 1, "done", result="1")]) == [True]
-    assert await app.driver.record_progress(StepFence(ref.id, "w1", 1), report(0.9, "late")) is False
+    assert await app.driver.record_progress([(StepFence(ref.id, "w1", 1), report(0.9, "late"))]) == [False]
     job = await app.admin.get(ref.id)
     assert job is not None and job.state == "done" and job.progress is not None
     assert job.progress["message"] == "most"
@@ -360,7 +381,7 @@ async def test_settlement_progress_is_stored_and_none_keeps_the_last_report(app:
     a = await claim_one(app)
     b = await claim_one(app)
     assert {a.id, b.id} == {first.id, second.id}
-    assert await app.driver.record_progress(StepFence(b.id, "w1", b.claims), report(0.4, "flushed")) is True
+    assert await app.driver.record_progress([(StepFence(b.id, "w1", b.claims), report(0.4, "flushed"))]) == [True]
     landed = await app.driver.settle(
         [
             Settlement(a.id, "w1", a.claims, "done", result="1", progress=report(1.0, "final")),

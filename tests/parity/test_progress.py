@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -86,9 +87,9 @@ async def test_reports_are_throttled_to_one_write_a_second() -> None:
     writes: list[str] = []
     original = driver.record_progress
 
-    async def counting(fence: StepFence, progress: str) -> bool:
-        writes.append(progress)
-        return await original(fence, progress)
+    async def counting(reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
+        writes.extend(progress for _, progress in reports)
+        return await original(reports)
 
     driver.record_progress = counting  # type: ignore[method-assign]
 
@@ -127,3 +128,30 @@ async def test_bad_reports_are_refused(memory_app: App, value: Any, message: Any
     assert [r.code for r in refusals] == ["PROGRESS_INVALID"]
     job = await memory_app.get_job(ref.id)
     assert job is not None and job.state == "done" and job.progress is None
+
+
+async def test_reports_of_many_runs_go_out_together() -> None:
+    app = App(driver="memory")
+    driver = app.driver
+    assert isinstance(driver, MemoryDriver)
+    batches: list[set[str]] = []
+    original = driver.record_progress
+
+    async def counting(reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
+        batches.append({fence.job_id for fence, _ in reports})
+        return await original(reports)
+
+    driver.record_progress = counting  # type: ignore[method-assign]
+
+    @app.job(tenant="none")
+    async def busy(ctx: JobContext, payload: None) -> None:
+        deadline = time.monotonic() + 1.6
+        while time.monotonic() < deadline:
+            ctx.progress(0.5)
+            await asyncio.sleep(0.01)
+
+    refs = await busy.enqueue_many([None] * 5)
+    await app.worker(concurrency=5).run(burst=True)
+    # Five runs reporting every 10 ms for 1.6 s: one statement a second for all of them, never one each.
+    assert 1 <= len(batches) <= 3, batches
+    assert max(len(b) for b in batches) == 5 and set().union(*batches) == {r.id for r in refs}

@@ -326,19 +326,19 @@ async def test_progress_is_fenced_rides_the_settle_and_requeue_clears_it(driver:
     (job,) = await enqueue(driver, clock, new())
     await claim(driver)
     report = json.dumps({"fraction": 0.5, "done": 1, "total": 2, "message": None, "at": "x"})
-    assert await driver.record_progress(StepFence(job, "w1", 1), report) is True
-    assert await driver.record_progress(StepFence(job, "w2", 1), "{}") is False
+    assert await driver.record_progress([(StepFence(job, "w1", 1), report)]) == [True]
+    assert await driver.record_progress([(StepFence(job, "w2", 1), "{}")]) == [False]
     assert (await driver.get_job(job)).progress["fraction"] == 0.5  # type: ignore[union-attr,index]
     await driver.settle([settlement(job, "done", result="1", progress=json.dumps({"fraction": 1.0}))])
     assert (await driver.get_job(job)).progress == {"fraction": 1.0}  # type: ignore[union-attr]
-    assert await driver.record_progress(StepFence(job, "w1", 1), "{}") is False  # no longer running
+    assert await driver.record_progress([(StepFence(job, "w1", 1), "{}")]) == [False]  # no longer running
     assert (await driver.requeue(job)).progress is None
 
 
 async def test_settle_without_progress_keeps_the_last_report(driver: MemoryDriver, clock: Clock) -> None:
     (job,) = await enqueue(driver, clock, new())
     await claim(driver)
-    await driver.record_progress(StepFence(job, "w1", 1), '{"done": 3}')
+    await driver.record_progress([(StepFence(job, "w1", 1), '{"done": 3}')])
     await driver.settle([settlement(job, "retry", error=error("e"))])
     assert (await driver.get_job(job)).progress == {"done": 3}  # type: ignore[union-attr]
 

@@ -59,8 +59,8 @@ class Held:
             is_async=self.run.handle.is_async,
         )
 
-    def progress_requested(self, delay: float) -> None:
-        self.worker._progress_requested(self, delay)
+    def progress_requested(self) -> None:
+        self.worker._progress_requested(self)
 
 
 @dataclass
@@ -75,3 +75,4 @@ class Control:
     settles: asyncio.Queue[tuple[Held, Verdict]]
     last_renewal: float = field(default_factory=time.monotonic)
     beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
+    progress: asyncio.Event = field(default_factory=asyncio.Event)  # set: a run has a report to write

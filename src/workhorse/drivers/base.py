@@ -509,8 +509,9 @@ class Driver(Protocol):
         """Fold minute buckets older than two hours into hours, and hour buckets older than two days
         into days, each move in one statement so no count is folded twice; answers rows folded."""
 
-    async def record_progress(self, fence: StepFence, progress: str) -> bool:
-        """Write a run's progress (JSON text), fenced on its claim; False when no longer held."""
+    async def record_progress(self, reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
+        """Write runs' progress reports (JSON text) in one round trip, each fenced on its claim;
+        answers which landed, in order (False: that claim is no longer held)."""
 
     async def cancel(self, job_id: str) -> Job: ...
 

@@ -795,14 +795,17 @@ class MemoryDriver:
             folded += self._fold("hour", "day", _trunc(now - timedelta(days=2), "day"))
         return folded
 
-    async def record_progress(self, fence: StepFence, progress: str) -> bool:
-        _json_text(progress, "a progress report")
+    async def record_progress(self, reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
+        for _, progress in reports:
+            _json_text(progress, "a progress report")
+        landed: list[bool] = []
         with self._lock:
-            r = self._fenced(fence)
-            if r is None:
-                return False
-            r.progress = progress
-            return True
+            for fence, progress in reports:
+                r = self._fenced(fence)
+                if r is not None:
+                    r.progress = progress
+                landed.append(r is not None)
+        return landed
 
     # -- durable steps and events: steps.LIST, PUT, SLEEP, WAIT, PUBLISH, PURGE_EXPIRED ------------
 

@@ -822,10 +822,21 @@ class PostgresDriver:
             folded += int(rows[0]["folded"])
         return folded
 
-    async def record_progress(self, fence: StepFence, progress: str) -> bool:
-        if not _is_uuid(fence.job_id):
-            return False
-        return bool(await self.fetch(admin_sql.RECORD_PROGRESS, {**_fence(fence), "progress": progress}))
+    async def record_progress(self, reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
+        writable = [i for i, (fence, _) in enumerate(reports) if _is_uuid(fence.job_id)]
+        landed: set[int] = set()
+        if writable:
+            rows = await self.fetch(
+                admin_sql.RECORD_PROGRESS,
+                {
+                    "ids": [reports[i][0].job_id for i in writable],
+                    "worker_ids": [reports[i][0].worker_id for i in writable],
+                    "claims": [reports[i][0].claims for i in writable],
+                    "progresses": [reports[i][1] for i in writable],
+                },
+            )
+            landed = {writable[r["n"] - 1] for r in rows}
+        return [i in landed for i in range(len(reports))]
 
     # -- durable steps and events -----------------------------------------------------------------
 

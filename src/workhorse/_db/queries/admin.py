@@ -337,12 +337,18 @@ ROLLUP_HOURS = rollup("hour", "day", "date_trunc('day', now() - interval '2 days
 
 # -- progress ---------------------------------------------------------------------------------------
 
-# A run's progress report, fenced on its claim like a settle: lands only while this worker still
-# holds this claim of the running row. Not a state change: updated_at stays.
+# Runs' progress reports, a worker's whole batch in one statement, each fenced on its claim like a
+# settle: a report lands only while this worker still holds this claim of the running row. Not a
+# state change: updated_at stays. The fence state comes from `p` for the reason SETTLE_MANY gives.
 RECORD_PROGRESS = """
+with p as materialized (
+    select 'running'::text as fenced, t.id, t.worker_id, t.claim, t.progress::jsonb as progress, t.n
+    from unnest(%(ids)s::uuid[], %(worker_ids)s::text[], %(claims)s::int[], %(progresses)s::text[])
+        with ordinality as t(id, worker_id, claim, progress, n)
+)
 update {schema}.jobs as j
-set progress = %(progress)s::jsonb
-where j.id = %(job_id)s::uuid and j.state = 'running'
-  and j.worker_id = %(worker_id)s and j.claims = %(claims)s
-returning j.id::text as id
+set progress = p.progress
+from p
+where j.id = p.id and j.state = p.fenced and j.worker_id = p.worker_id and j.claims = p.claim
+returning p.n  -- which report landed (a job named twice is still answered per report)
 """
