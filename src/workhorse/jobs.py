@@ -220,6 +220,12 @@ class JobHandle(Generic[R]):
         conn: Any = None,
     ) -> list[JobRef]:
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
+        if keys is None and delay is None and run_at is None:
+            self._check_payloads(payloads)
+            chosen = self._priority(priority)
+            when = (None, 0.0)
+            rows = (self._row(p, None, when, chosen) for p in payloads)  # built as the driver writes
+            return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)
         jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority)
         return await self.app.driver.enqueue_many(jobs, conn=conn)
 
@@ -237,6 +243,14 @@ class JobHandle(Generic[R]):
         job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority)
         return self.app.sync_driver().enqueue_many_sync([job], conn=conn)[0]
 
+    @staticmethod
+    def _check_payloads(payloads: Sequence[Any]) -> None:
+        if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Sequence):
+            raise ConfigurationError(
+                cause=f"enqueue_many expected a list of payloads, got {type(payloads).__name__}",
+                fix="job.enqueue_many([p1, p2, p3])",
+            )
+
     def _build_many(
         self,
         payloads: Sequence[Any],
@@ -246,11 +260,7 @@ class JobHandle(Generic[R]):
         run_at: datetime | None,
         priority: int | None,
     ) -> list[NewJob]:
-        if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Sequence):
-            raise ConfigurationError(
-                cause=f"enqueue_many expected a list of payloads, got {type(payloads).__name__}",
-                fix="job.enqueue_many([p1, p2, p3])",
-            )
+        self._check_payloads(payloads)
         if keys is not None and len(keys) != len(payloads):
             raise ConfigurationError(
                 cause=f"enqueue_many got {len(payloads)} payloads but {len(keys)} keys",

@@ -7,7 +7,7 @@ import asyncio
 import psycopg
 import pytest
 
-from workhorse import App, ConfigurationError, JobContext
+from workhorse import App, ConfigurationError, JobContext, PayloadError
 
 
 def declare(app: App):  # type: ignore[no-untyped-def]
@@ -92,3 +92,17 @@ async def test_a_copied_batch_joins_the_callers_transaction(pg_app: App, databas
     assert await pg_app.get_job(gone[0].id) is None
     assert len((await pg_app.list_jobs(limit=200)).jobs) == 100
     assert await pg_app.get_job(kept[-1].id) is not None
+
+
+async def test_a_refused_streamed_batch_leaves_the_callers_transaction_usable(pg_app: App, database_url: str) -> None:
+    task = declare(pg_app)
+    bad: list[object] = [{"n": i} for i in range(500)]
+    bad[400] = {"n": float("nan")}
+    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+        kept = await task.enqueue({"n": -1}, conn=conn)
+        with pytest.raises(PayloadError):
+            await task.enqueue_many(bad, conn=conn)
+        after = await task.enqueue_many([{"n": i} for i in range(100)], conn=conn)
+    assert await pg_app.get_job(kept.id) is not None
+    assert len((await pg_app.list_jobs(limit=200)).jobs) == 101
+    assert await pg_app.get_job(after[0].id) is not None

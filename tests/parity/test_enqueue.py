@@ -186,3 +186,17 @@ async def test_a_copied_batch_keeps_every_character(app: App) -> None:
     refs = await send.enqueue_many([odd] * 100)
     job = await app.get_job(refs[-1].id)
     assert job is not None and job.payload == odd and job.tenant == odd["org"]
+
+
+async def test_a_bad_payload_deep_in_a_big_batch_writes_nothing(app: App) -> None:
+    """Postgres streams a big keyless batch while later rows are still being encoded, so row 900's
+    refusal arrives after 800 rows went over the wire: the COPY is aborted and rolled back."""
+    send = declare(app)
+    payloads: list[object] = [{"org": "o1", "i": i} for i in range(1000)]
+    payloads[900] = {"org": "o1", "when": datetime(2030, 1, 1, tzinfo=UTC)}
+    with pytest.raises(PayloadError) as refused:
+        await send.enqueue_many(payloads)
+    assert refused.value.code == "PAYLOAD_INVALID" and "$.when" in refused.value.cause
+    assert (await app.list_jobs()).jobs == []
+    refs = await send.enqueue_many(payloads[:900])  # the connection is fine afterwards
+    assert len(refs) == 900

@@ -201,7 +201,11 @@ def test_an_idle_scheduler_stays_within_six_statements_a_minute(database_url: st
     assert steady, seen
     assert {role for role, _, _ in steady} == {"workhorse:scheduler"}, "a leader holds no LISTEN session"
     assert all(head.startswith("with lease as") for _, _, head in steady), "one statement per round, nothing else"
-    window = WATCH - STARTUP
-    per_minute = len(steady) * 60 / window
-    print(f"idle scheduler: {len(steady)} round(s) in {window:.0f} s of steady state = {per_minute:.1f} per minute")
-    assert per_minute <= BUDGET_PER_MINUTE, f"{steady}: {per_minute:.1f} statements per idle minute"
+    # The cadence is the gap between consecutive statements: a start-up round that a loaded
+    # machine delayed past STARTUP can share the window with the next round, 15 s later, without
+    # the scheduler breaking its budget; two statements closer than 60/BUDGET seconds do break it.
+    times = [t for _, t, _ in steady]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    print(f"idle scheduler: {len(steady)} statement(s) after start-up, gaps {[round(g, 1) for g in gaps]} s")
+    least = 60 / BUDGET_PER_MINUTE
+    assert all(gap >= least for gap in gaps), f"{steady}: two statements closer than {least:.0f} s"

@@ -8,7 +8,7 @@ Postgres, the injected clock in memory. Workers never compare their own clock wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -452,6 +452,12 @@ class Driver(Protocol):
 
     def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         """``enqueue_many`` for synchronous callers, from any thread."""
+
+    async def enqueue_ready(self, count: int, rows: Iterator[NewJob], *, conn: Any = None) -> list[JobRef]:
+        """Insert ``count`` jobs with no key, due now, built as ``rows`` is consumed: a driver may
+        stream the first rows to the database while later ones are still being built (validated
+        and encoded). When building a row raises, nothing of the batch is written and the error
+        propagates as it is."""
 
     async def claim(
         self,

@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -388,6 +388,9 @@ class MemoryDriver:
 
     async def enqueue_many(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         return self.enqueue_many_sync(jobs, conn=conn)
+
+    async def enqueue_ready(self, count: int, rows: Iterator[NewJob], *, conn: Any = None) -> list[JobRef]:
+        return self.enqueue_many_sync(list(rows), conn=conn)
 
     def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         """What ``JobHandle.enqueue_sync`` calls, as on ``PostgresDriver``."""

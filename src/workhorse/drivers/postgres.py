@@ -159,9 +159,14 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
 COPY_THRESHOLD = 64  # below this, one INSERT ... unnest beats the COPY protocol's extra round trips
 
 
+def _plain(job: NewJob) -> bool:
+    """No key and due now: INSERT_READY carries it."""
+    return job.key is None and job.run_at is None and not job.delay
+
+
 def _copyable(jobs: Sequence[NewJob]) -> bool:
     """A batch COPY can carry: large, no idempotency key (COPY cannot skip a conflict), due now."""
-    return len(jobs) >= COPY_THRESHOLD and all(j.key is None and j.run_at is None and not j.delay for j in jobs)
+    return len(jobs) >= COPY_THRESHOLD and all(_plain(j) for j in jobs)
 
 
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -176,13 +181,38 @@ def _copy_field(text: str | None) -> str:
     return text
 
 
-def _copy_text(jobs: Sequence[NewJob]) -> str:
-    """The whole batch in COPY's text format, built in one pass (cheaper than a write_row per job)."""
-    return "".join(
+COPY_CHUNK = 256  # rows per COPY write: small enough that building and ingesting overlap
+
+
+def _copy_line(j: NewJob) -> str:
+    """One row of COPY_READY in COPY's text format (cheaper than a write_row per job)."""
+    return (
         f"{j.id}\t{_copy_field(j.name)}\t{_copy_field(j.queue)}\t{_copy_field(j.tenant)}\tready\t{j.priority}\t"
         f"{_copy_field(j.payload)}\t{j.max_attempts}\t{'t' if j.dead_letter else 'f'}\n"
-        for j in jobs
     )
+
+
+class _Copied:
+    """What a streamed COPY took: the refs in order and the queues to wake."""
+
+    __slots__ = ("queues", "refs")
+
+    def __init__(self) -> None:
+        self.refs: list[JobRef] = []
+        self.queues: set[str] = set()
+
+    def chunks(self, rows: Iterator[NewJob]) -> Iterator[str]:
+        """COPY text for ``rows``, COPY_CHUNK rows at a time; a row that fails to build raises here."""
+        lines: list[str] = []
+        for job in rows:
+            lines.append(_copy_line(job))
+            self.refs.append(JobRef(job.id))
+            self.queues.add(job.queue)
+            if len(lines) == COPY_CHUNK:
+                yield "".join(lines)
+                lines = []
+        if lines:
+            yield "".join(lines)
 
 
 def _key_of(job: NewJob) -> tuple[str, str, str]:
@@ -407,6 +437,43 @@ class PostgresDriver:
                 return self._enqueue_sync(conn, jobs)
         raise _bad_conn(conn)
 
+    async def enqueue_ready(self, count: int, rows: Iterator[NewJob], *, conn: Any = None) -> list[JobRef]:
+        """COPY, a chunk at a time: the server ingests one chunk while the next is built, so a big
+        batch costs about the larger of the two sides rather than their sum. A small batch takes
+        the one-statement insert."""
+        if count < COPY_THRESHOLD:
+            return await self.enqueue_many(list(rows), conn=conn)
+        if conn is None:
+            async with self.connection() as own:
+                return await self._copy_async(own, rows)
+        if isinstance(conn, psycopg.AsyncConnection):
+            with translated():
+                return await self._copy_async(conn, rows)
+        if isinstance(conn, psycopg.Connection):
+            with translated():
+                return self._copy_sync(conn, rows)
+        raise _bad_conn(conn)
+
+    async def _copy_async(self, conn: psycopg.AsyncConnection[Any], rows: Iterator[NewJob]) -> list[JobRef]:
+        copied = _Copied()
+        cur = conn.cursor()
+        async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
+            async with cur.copy(self.q(sql.COPY_READY)) as copy:
+                for text in copied.chunks(rows):
+                    await copy.write(text)
+            await cur.execute(self.q(sql.WAKE_QUEUES), {"channel": self.channel, "queues": sorted(copied.queues)})
+        return copied.refs
+
+    def _copy_sync(self, conn: psycopg.Connection[Any], rows: Iterator[NewJob]) -> list[JobRef]:
+        copied = _Copied()
+        cur = conn.cursor()
+        with conn.transaction():
+            with cur.copy(self.q(sql.COPY_READY)) as copy:
+                for text in copied.chunks(rows):
+                    copy.write(text)
+            cur.execute(self.q(sql.WAKE_QUEUES), {"channel": self.channel, "queues": sorted(copied.queues)})
+        return copied.refs
+
     def _insert(self, pending: Sequence[NewJob]) -> Statement:
         """INSERT_ONE with plain parameters for one job (the common case), else INSERT_MANY."""
         if len(pending) == 1:
@@ -426,9 +493,6 @@ class PostgresDriver:
                 "channel": self.channel,
             }
         return self.q(sql.INSERT_MANY), _insert_params(pending, self.channel)
-
-    def _wake_params(self, jobs: Sequence[NewJob]) -> dict[str, Any]:
-        return {"channel": self.channel, "queues": sorted({j.queue for j in jobs})}
 
     def _enqueue_plan(self, jobs: Sequence[NewJob]) -> Generator[Statement, list[dict[str, Any]], list[JobRef]]:
         """The keyed-insert conversation, free of I/O: yields each statement, is sent its rows,
@@ -450,14 +514,27 @@ class PostgresDriver:
             pending = [j for j in missing if _key_of(j) not in live]
         raise _key_race()
 
+    def _ready_params(self, job: NewJob) -> tuple[Any, ...]:
+        """INSERT_READY's parameters, in its order."""
+        return (
+            job.id,
+            job.name,
+            job.queue,
+            job.tenant,
+            job.priority,
+            job.payload,
+            job.max_attempts,
+            job.dead_letter,
+            self.channel,
+        )
+
     async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        cur = conn.cursor(row_factory=dict_row)
+        if len(jobs) == 1 and _plain(job := jobs[0]):
+            await conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
+            return [JobRef(job.id)]
         if _copyable(jobs):
-            async with conn.transaction():  # BEGIN/COMMIT on our connection; a savepoint inside the caller's
-                async with cur.copy(self.q(sql.COPY_READY)) as copy:
-                    await copy.write(_copy_text(jobs))
-                await cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
-            return [JobRef(j.id) for j in jobs]
+            return await self._copy_async(conn, iter(jobs))
+        cur = conn.cursor(row_factory=dict_row)
         plan = self._enqueue_plan(jobs)
         statement = next(plan)
         while True:
@@ -469,13 +546,12 @@ class PostgresDriver:
                 return refs
 
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        cur = conn.cursor(row_factory=dict_row)
+        if len(jobs) == 1 and _plain(job := jobs[0]):
+            conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
+            return [JobRef(job.id)]
         if _copyable(jobs):
-            with conn.transaction():
-                with cur.copy(self.q(sql.COPY_READY)) as copy:
-                    copy.write(_copy_text(jobs))
-                cur.execute(self.q(sql.WAKE_QUEUES), self._wake_params(jobs))
-            return [JobRef(j.id) for j in jobs]
+            return self._copy_sync(conn, iter(jobs))
+        cur = conn.cursor(row_factory=dict_row)
         plan = self._enqueue_plan(jobs)
         statement = next(plan)
         while True:
