@@ -29,6 +29,7 @@ from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import steps as step_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
+from workhorse.drivers._wire import WireStatement
 from workhorse.drivers.base import (
     LIVE_STATES,
     Beat,
@@ -157,6 +158,12 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
 
 
 COPY_THRESHOLD = 64  # below this, one INSERT ... unnest beats the COPY protocol's extra round trips
+
+
+def _numbered(statement: str) -> str:
+    """``%s`` placeholders as ``$1``, ``$2``, ... for a statement prepared through libpq."""
+    count = iter(range(1, statement.count("%s") + 1))
+    return re.sub("%s", lambda _: f"${next(count)}", statement)
 
 
 def _plain(job: NewJob) -> bool:
@@ -319,6 +326,8 @@ class PostgresDriver:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
         self._sync_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self._statements: dict[str, LiteralString] = {}
+        self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
+        self._channel_wire = self.channel.encode()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -331,6 +340,7 @@ class PostgresDriver:
             "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
             "row_factory": dict_row,
             "connect_timeout": 10,
+            "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
         }
 
     def q(self, statement: str) -> LiteralString:
@@ -417,6 +427,9 @@ class PostgresDriver:
             return []
         if conn is None:
             async with self.connection() as own:
+                if len(jobs) == 1 and _plain(job := jobs[0]):
+                    await self._insert_ready.execute(own, self._ready_wire(job))
+                    return [JobRef(job.id)]
                 return await self._enqueue_async(own, jobs)
         if isinstance(conn, psycopg.AsyncConnection):
             with translated():
@@ -513,6 +526,20 @@ class PostgresDriver:
                 return refs
             pending = [j for j in missing if _key_of(j) not in live]
         raise _key_race()
+
+    def _ready_wire(self, job: NewJob) -> list[bytes | None]:
+        """INSERT_READY's parameters as text for the wire (every pool connection speaks UTF-8)."""
+        return [
+            job.id.encode(),
+            job.name.encode(),
+            job.queue.encode(),
+            None if job.tenant is None else job.tenant.encode(),
+            str(job.priority).encode(),
+            job.payload.encode(),
+            str(job.max_attempts).encode(),
+            b"t" if job.dead_letter else b"f",
+            self._channel_wire,
+        ]
 
     def _ready_params(self, job: NewJob) -> tuple[Any, ...]:
         """INSERT_READY's parameters, in its order."""

@@ -117,14 +117,16 @@ from inserted
 # CONFLICT (a keyless row cannot conflict: its id is a fresh uuid7), so PostgreSQL skips the
 # speculative insertion an arbiter needs, about 30 us of backend time. Positional parameters, in
 # this order: id, name, queue, tenant, priority, payload, max_attempts, dead_letter, channel. The
-# id is the caller's, so nothing needs to come back; the one row answered is the wake's.
+# id is the caller's, so nothing needs to come back; the one row answered is the wake's. Every
+# parameter is cast to a built-in type: prepared without types, one would take a column's domain,
+# and a session would keep that type's oid after the schema was dropped and migrated again.
 INSERT_READY = """
 with inserted as (
     insert into {schema}.jobs (id, name, queue, tenant, state, priority, payload, max_attempts, dead_letter, run_at)
-    values (%s::uuid, %s, %s, %s, 'ready', %s, %s::jsonb, %s, %s, now())
+    values (%s::uuid, %s::text, %s::text, %s::text, 'ready', %s::int, %s::jsonb, %s::int, %s::boolean, now())
     returning queue
 )
-select pg_notify(%s, inserted.queue)
+select pg_notify(%s::text, inserted.queue)
 from inserted
 where pg_notification_queue_usage() < 0.5
 """
