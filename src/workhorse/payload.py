@@ -109,6 +109,8 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 
 def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
     """Validate ``payload`` and answer its compact JSON text, or raise ``PayloadError``."""
+    if payload is None:  # the commonest result of all
+        return "null"
     try:
         text = _ENCODER.encode(payload) if _plain(payload, 0) else None
     except (TypeError, ValueError, RecursionError):

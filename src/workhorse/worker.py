@@ -63,6 +63,11 @@ CLAIM_COALESCE = 0.0005  # seconds a busy worker waits for more slots to free be
 PREFETCH_BELOW = 0.05  # seconds: bodies shorter than this on average let the worker claim ahead
 PREFETCH_WINDOW = 0.1  # seconds of work a worker may hold claimed ahead of its slots
 PREFETCH_MAX = 10  # and never more than this many times its slots
+# Finished runs waiting for their settle, in multiples of the slots, beyond which the worker stops
+# claiming: a settle connection that is slow or down must not let it take leases it cannot settle.
+# Short bodies keep a few settle batches in flight (each lingers, then takes a round trip), so a
+# bound of one batch of slots would stall the claims behind every settle.
+SETTLE_BACKLOG = 10
 SWEEP_EVERY = 1.0  # seconds between full claims (lapsed leases, next due) while every claim is full
 BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
 IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
@@ -321,11 +326,12 @@ class Worker:
                     await driver.close()
 
     def _free(self) -> dict[str, int]:
-        """Free slots per queue; none while as many finished runs still wait for their settle as
-        the worker has slots (the settle connection is slow or down: do not pile up more)."""
+        """Free slots per queue; none while SETTLE_BACKLOG times as many finished runs as the
+        worker has slots still wait for their settle (the settle connection is slow or down: do
+        not pile up more)."""
         with self._lock:
             unsettled = sum(1 for h in self._held.values() if h.slot_released and not h.settled)
-            if unsettled >= self._total:
+            if unsettled >= self._total * SETTLE_BACKLOG:
                 return {}
             room = {
                 q: self.concurrency[q] + self._prefetch(q) - self._busy[q] - len(self._buffer[q]) for q in self.queues

@@ -367,3 +367,43 @@ async def test_jobs_claimed_ahead_go_back_unspent_when_the_worker_stops(app: App
     assert page_states["done"] == stats.completed
     assert stats.claimed == stats.completed + stats.interrupted
     assert stats.interrupted > 0  # the worker did claim ahead of its two slots
+
+
+async def test_claims_stop_while_settles_cannot_land(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finished runs whose settle cannot land hold their leases: past SETTLE_BACKLOG times the
+    slots of them, the worker claims nothing more, and once settles land again it drains the rest."""
+    from workhorse.worker import PREFETCH_MAX, SETTLE_BACKLOG
+
+    gate = threading.Event()  # the settle runs on the worker's control loop, another thread
+    driver_class = type(app.driver)
+    original = driver_class.settle
+
+    async def stuck(self: Any, settlements: Any) -> Any:
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return await original(self, settlements)
+
+    monkeypatch.setattr(driver_class, "settle", stuck)
+
+    @app.job(tenant="none")
+    async def quick(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    await quick.enqueue_many(list(range(600)))
+    worker = app.worker(concurrency=2, handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(1.5)
+        claimed = worker.stats.claimed
+        assert 0 < claimed <= 2 * (SETTLE_BACKLOG + PREFETCH_MAX + 2), claimed
+        await asyncio.sleep(0.5)
+        assert worker.stats.claimed == claimed  # stopped, not slowed
+        gate.set()
+        deadline = time.monotonic() + 30
+        while worker.stats.completed < 600 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert worker.stats.completed == 600
+    finally:
+        gate.set()
+        await worker.stop()
+        await task

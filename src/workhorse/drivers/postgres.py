@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal, LiteralString
@@ -158,6 +158,18 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
 
 
 COPY_THRESHOLD = 64  # below this, one INSERT ... unnest beats the COPY protocol's extra round trips
+
+
+_ARRAY_ESCAPES = str.maketrans({'"': '\\"', "\\": "\\\\"})
+
+
+def pg_array(values: Iterable[str | int | float | None]) -> str:
+    """A one-dimensional array in PostgreSQL's text input format, for a parameter the statement
+    casts to an array type (``%(ids)s::uuid[]``). psycopg adapts a list element by element in
+    Python; on the worker's hot path (every claim and settle) that cost about 250 us of client CPU
+    per 8-array settle of 24 rows, against one join here. Every element is quoted, so commas,
+    braces, spaces and the word NULL stay data; None is NULL."""
+    return "{" + ",".join(["NULL" if v is None else '"' + str(v).translate(_ARRAY_ESCAPES) + '"' for v in values]) + "}"
 
 
 def _numbered(statement: str) -> str:
@@ -609,9 +621,9 @@ class PostgresDriver:
             sql.CLAIM if sweep else sql.CLAIM_DUE,
             {
                 "worker_id": worker_id,
-                "queues": list(wanted),
-                "slots": list(wanted.values()),
-                "names": list(names),
+                "queues": pg_array(wanted),
+                "slots": pg_array(wanted.values()),
+                "names": pg_array(names),
                 "visibility": visibility,
             },
         )
@@ -708,14 +720,14 @@ class PostgresDriver:
         rows = await self.fetch(
             sql.SETTLE_MANY,
             {
-                "ids": [s.job_id for s in settlements],
-                "worker_ids": [s.worker_id for s in settlements],
-                "claims": [s.claims for s in settlements],
-                "outcomes": [s.outcome for s in settlements],
-                "results": [s.result for s in settlements],
-                "errors": [s.error for s in settlements],
-                "delays": [s.delay for s in settlements],
-                "progresses": [s.progress for s in settlements],
+                "ids": pg_array([s.job_id for s in settlements]),
+                "worker_ids": pg_array([s.worker_id for s in settlements]),
+                "claims": pg_array([s.claims for s in settlements]),
+                "outcomes": pg_array([s.outcome for s in settlements]),
+                "results": pg_array([s.result for s in settlements]),
+                "errors": pg_array([s.error for s in settlements]),
+                "delays": pg_array([s.delay for s in settlements]),
+                "progresses": pg_array([s.progress for s in settlements]),
                 "channel": self.channel,
             },
         )
