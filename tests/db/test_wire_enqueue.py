@@ -1,21 +1,28 @@
 """The single enqueue's wire statement (drivers/_wire.py): prepared once per connection under a
 fixed name, prepared again when the server forgot it, and failing with the same errors as every
-other statement."""
+other statement. And the driver's hot connections: a dead one fails one call, close returns them."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import psycopg
 import pytest
 
-from workhorse import App, JobContext, SchemaError
+from workhorse import App, DatabaseError, JobContext, SchemaError
 from workhorse.drivers.postgres import PostgresDriver
 
 
 def one_connection_app(database_url: str, schema: str) -> App:
-    """One pooled connection, so every call below lands on the same server session."""
+    """One pooled connection, so every call below lands on the same server session. The app does
+    not own a driver it was handed: each test closes it (``close``)."""
     return App(driver=PostgresDriver(database_url, schema=schema, min_size=1, max_size=1))
+
+
+async def close(app: App) -> None:
+    assert isinstance(app.driver, PostgresDriver)
+    await app.driver.close()
 
 
 async def test_a_session_that_forgot_the_statement_prepares_it_again(database_url: str, schema: str) -> None:
@@ -38,7 +45,7 @@ async def test_a_session_that_forgot_the_statement_prepares_it_again(database_ur
         assert jobs[first.id].payload == {"n": 1} and jobs[second.id].payload == {"n": 2}
         assert jobs[second.id].state == "ready" and jobs[second.id].name == "wire.task"
     finally:
-        await app.close()
+        await close(app)
 
 
 async def test_a_missing_table_is_a_schema_error(database_url: str, schema: str) -> None:
@@ -60,7 +67,7 @@ async def test_a_missing_table_is_a_schema_error(database_url: str, schema: str)
         ref = await task.enqueue(None)  # the same session, after the refusal: still usable
         assert (await app.get_job(ref.id)) is not None
     finally:
-        await app.close()
+        await close(app)
 
 
 async def test_a_cancelled_enqueue_leaves_the_pool_usable(database_url: str, schema: str) -> None:
@@ -84,4 +91,88 @@ async def test_a_cancelled_enqueue_leaves_the_pool_usable(database_url: str, sch
         jobs = (await app.list_jobs()).jobs
         assert [j.id for j in jobs] == [ref.id]  # the cancelled insert never landed
     finally:
-        await app.close()
+        await close(app)
+
+
+async def _backends(database_url: str, application_name: str) -> list[int]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+        cur = await admin.execute(
+            "select pid from pg_stat_activity where application_name = %s order by pid", (application_name,)
+        )
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def test_a_hot_connection_killed_fails_one_call_and_the_next_reconnects(database_url: str, schema: str) -> None:
+    """The driver keeps idle connections borrowed from its pool (HOT_CONNECTIONS); one that died
+    meanwhile fails the call that finds it, goes back to the pool (which discards it), and the next
+    call gets a fresh connection."""
+    role = f"hot{uuid.uuid4().hex[:8]}"
+    app = App(driver=PostgresDriver(database_url, schema=schema, role=role, min_size=1, max_size=2))
+    await app.migrate()
+
+    @app.job(name="wire.task", tenant="none")
+    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
+        return None
+
+    try:
+        await task.enqueue({"n": 1})
+        killed = await _backends(database_url, f"workhorse:{role}")
+        assert killed
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+            for pid in killed:
+                await admin.execute("select pg_terminate_backend(%s)", (pid,))
+        failures: list[DatabaseError] = []
+        for n in range(2, 2 + len(killed) + 1):  # each killed connection fails at most one call
+            try:
+                await task.enqueue({"n": n})
+                break
+            except DatabaseError as error:
+                failures.append(error)
+        assert 1 <= len(failures) <= len(killed)
+        assert {f.code for f in failures} == {"DATABASE_UNAVAILABLE"}
+        ref = await task.enqueue({"n": 100})
+        assert await app.get_job(ref.id) is not None
+        assert not set(await _backends(database_url, f"workhorse:{role}")) & set(killed)
+    finally:
+        await close(app)
+
+
+async def test_close_returns_the_hot_connections(database_url: str, schema: str) -> None:
+    role = f"hot{uuid.uuid4().hex[:8]}"
+    app = App(driver=PostgresDriver(database_url, schema=schema, role=role, min_size=1, max_size=4))
+    await app.migrate()
+
+    @app.job(name="wire.task", tenant="none")
+    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
+        return None
+
+    await asyncio.gather(*(task.enqueue({"n": n}) for n in range(8)))  # several connections at once
+    assert await _backends(database_url, f"workhorse:{role}")
+    assert isinstance(app.driver, PostgresDriver)
+    hot = list(app.driver._hot)
+    assert hot  # the idle connections the driver kept borrowed
+    await close(app)
+    assert all(conn.closed for conn in hot)  # closed with the pool, not left to the garbage collector
+    for _ in range(50):  # the server notices a closed client a moment later
+        if not await _backends(database_url, f"workhorse:{role}"):
+            break
+        await asyncio.sleep(0.05)
+    assert await _backends(database_url, f"workhorse:{role}") == []
+
+
+async def test_callers_of_a_one_connection_pool_never_starve(database_url: str, schema: str) -> None:
+    """A worker role's driver has ONE connection and several loops on it (settle, progress, hand
+    back): the connection goes back to the pool, not the hot stack, while someone waits there."""
+    driver = PostgresDriver(database_url, schema=schema, min_size=1, max_size=1)
+    app = App(driver=driver)
+    await app.migrate()
+
+    @app.job(name="wire.task", tenant="none")
+    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
+        return None
+
+    try:
+        refs = await asyncio.wait_for(asyncio.gather(*(task.enqueue({"n": n}) for n in range(20))), timeout=5)
+        assert len({r.id for r in refs}) == 20
+    finally:
+        await close(app)
