@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,10 +15,18 @@ from workhorse import App, DatabaseError, JobContext, SchemaError
 from workhorse.drivers.postgres import PostgresDriver
 
 
-def one_connection_app(database_url: str, schema: str) -> App:
-    """One pooled connection, so every call below lands on the same server session. The app does
-    not own a driver it was handed: each test closes it (``close``)."""
-    return App(driver=PostgresDriver(database_url, schema=schema, min_size=1, max_size=1))
+async def wire_app(database_url: str, schema: str, *, role: str = "app", max_size: int = 1) -> tuple[App, Any]:
+    """A migrated app on its own driver (one pooled connection unless told, so the calls land on
+    one server session) with one job declared. The app does not own a driver it was handed: each
+    test closes it (``close``)."""
+    app = App(driver=PostgresDriver(database_url, schema=schema, role=role, min_size=1, max_size=max_size))
+    await app.migrate()
+
+    @app.job(name="wire.task", tenant="none")
+    async def task(ctx: JobContext, payload: object) -> None:
+        return None
+
+    return app, task
 
 
 async def close(app: App) -> None:
@@ -26,12 +35,7 @@ async def close(app: App) -> None:
 
 
 async def test_a_session_that_forgot_the_statement_prepares_it_again(database_url: str, schema: str) -> None:
-    app = one_connection_app(database_url, schema)
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
-        return None
+    app, task = await wire_app(database_url, schema)
 
     try:
         first = await task.enqueue({"n": 1})
@@ -49,12 +53,7 @@ async def test_a_session_that_forgot_the_statement_prepares_it_again(database_ur
 
 
 async def test_a_missing_table_is_a_schema_error(database_url: str, schema: str) -> None:
-    app = one_connection_app(database_url, schema)
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: None) -> None:
-        return None
+    app, task = await wire_app(database_url, schema)
 
     try:
         await task.enqueue(None)  # prepared on this session
@@ -71,12 +70,7 @@ async def test_a_missing_table_is_a_schema_error(database_url: str, schema: str)
 
 
 async def test_a_cancelled_enqueue_leaves_the_pool_usable(database_url: str, schema: str) -> None:
-    app = one_connection_app(database_url, schema)
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
-        return None
+    app, task = await wire_app(database_url, schema)
 
     try:
         with psycopg.connect(database_url, autocommit=True) as locker, locker.transaction():
@@ -107,12 +101,7 @@ async def test_a_hot_connection_killed_fails_one_call_and_the_next_reconnects(da
     meanwhile fails the call that finds it, goes back to the pool (which discards it), and the next
     call gets a fresh connection."""
     role = f"hot{uuid.uuid4().hex[:8]}"
-    app = App(driver=PostgresDriver(database_url, schema=schema, role=role, min_size=1, max_size=2))
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
-        return None
+    app, task = await wire_app(database_url, schema, role=role, max_size=2)
 
     try:
         await task.enqueue({"n": 1})
@@ -139,12 +128,7 @@ async def test_a_hot_connection_killed_fails_one_call_and_the_next_reconnects(da
 
 async def test_close_returns_the_hot_connections(database_url: str, schema: str) -> None:
     role = f"hot{uuid.uuid4().hex[:8]}"
-    app = App(driver=PostgresDriver(database_url, schema=schema, role=role, min_size=1, max_size=4))
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
-        return None
+    app, task = await wire_app(database_url, schema, role=role, max_size=4)
 
     await asyncio.gather(*(task.enqueue({"n": n}) for n in range(8)))  # several connections at once
     assert await _backends(database_url, f"workhorse:{role}")
@@ -163,13 +147,7 @@ async def test_close_returns_the_hot_connections(database_url: str, schema: str)
 async def test_callers_of_a_one_connection_pool_never_starve(database_url: str, schema: str) -> None:
     """A worker role's driver has ONE connection and several loops on it (settle, progress, hand
     back): the connection goes back to the pool, not the hot stack, while someone waits there."""
-    driver = PostgresDriver(database_url, schema=schema, min_size=1, max_size=1)
-    app = App(driver=driver)
-    await app.migrate()
-
-    @app.job(name="wire.task", tenant="none")
-    async def task(ctx: JobContext, payload: dict[str, int]) -> None:
-        return None
+    app, task = await wire_app(database_url, schema)
 
     try:
         refs = await asyncio.wait_for(asyncio.gather(*(task.enqueue({"n": n}) for n in range(20))), timeout=5)

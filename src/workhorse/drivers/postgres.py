@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal, LiteralString
@@ -171,6 +171,21 @@ def pg_array(values: Iterable[str | int | float | None]) -> str:
     per 8-array settle of 24 rows, against one join here. Every element is quoted, so commas,
     braces, spaces and the word NULL stay data; None is NULL."""
     return "{" + ",".join(["NULL" if v is None else '"' + str(v).translate(_ARRAY_ESCAPES) + '"' for v in values]) + "}"
+
+
+async def _on_callers(
+    conn: Any,
+    run_async: Callable[[psycopg.AsyncConnection[Any]], Awaitable[list[JobRef]]],
+    run_sync: Callable[[psycopg.Connection[Any]], list[JobRef]],
+) -> list[JobRef]:
+    """An enqueue on the caller's connection (``conn=``), async or sync, errors translated."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        with translated():
+            return await run_async(conn)
+    if isinstance(conn, psycopg.Connection):
+        with translated():
+            return run_sync(conn)
+    raise _bad_conn(conn)
 
 
 def _numbered(statement: str) -> str:
@@ -479,13 +494,7 @@ class PostgresDriver:
                     await self._insert_ready.execute(own, self._ready_wire(job))
                     return [JobRef(job.id)]
                 return await self._enqueue_async(own, jobs)
-        if isinstance(conn, psycopg.AsyncConnection):
-            with translated():
-                return await self._enqueue_async(conn, jobs)
-        if isinstance(conn, psycopg.Connection):
-            with translated():
-                return self._enqueue_sync(conn, jobs)
-        raise _bad_conn(conn)
+        return await _on_callers(conn, lambda c: self._enqueue_async(c, jobs), lambda c: self._enqueue_sync(c, jobs))
 
     def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         if not jobs:
@@ -507,13 +516,7 @@ class PostgresDriver:
         if conn is None:
             async with self.connection() as own:
                 return await self._copy_async(own, rows)
-        if isinstance(conn, psycopg.AsyncConnection):
-            with translated():
-                return await self._copy_async(conn, rows)
-        if isinstance(conn, psycopg.Connection):
-            with translated():
-                return self._copy_sync(conn, rows)
-        raise _bad_conn(conn)
+        return await _on_callers(conn, lambda c: self._copy_async(c, rows), lambda c: self._copy_sync(c, rows))
 
     async def _copy_async(self, conn: psycopg.AsyncConnection[Any], rows: Iterator[NewJob]) -> list[JobRef]:
         copied = _Copied()
