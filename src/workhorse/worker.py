@@ -469,9 +469,17 @@ class Worker:
         """Return jobs claimed but never started, unspent. A miss here is harmless: the lease lapses."""
         if not claimed:
             return
-        with contextlib.suppress(WorkhorseError):
+        try:
             landed = await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
-            self.stats.interrupted += sum(landed)
+        except WorkhorseError as error:
+            log.warning(
+                "worker %s: could not hand back %d job(s) claimed ahead (%s); they run again once their leases lapse",
+                self.id,
+                len(claimed),
+                error.cause,
+            )
+            return
+        self.stats.interrupted += sum(landed)
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us, and the claim itself says when
