@@ -9,6 +9,8 @@ Bind/Execute message. Measured by ``bench/run.py`` W1: see the CHANGELOG.
 
 Only for connections the driver owns (its pool, autocommit): a caller's ``conn=`` takes the
 ordinary psycopg path, since its transaction and its prepared statements are the caller's.
+Through PgBouncer in transaction mode, protocol-level prepared statements need PgBouncer 1.21+
+with ``max_prepared_statements`` set, as psycopg's own prepared statements do.
 Errors come back as the psycopg exception the cursor would have raised (``error_from_result``),
 so the driver translates them as it translates every other error.
 """
