@@ -117,3 +117,60 @@ def test_the_claim_reads_the_partial_index(pg_app: App, database_url: str) -> No
         ).fetchall()
     text = "\n".join(r[0] for r in plan)
     assert "jobs_due_idx" in text, text
+
+
+def test_the_dba_script_runs_twice(database_url: str, schema: str) -> None:
+    """Every file is written to run again harmlessly: a DBA who applies the script twice gets the
+    same schema, and the code accepts it."""
+    text = migrate.script(schema)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(text)  # type: ignore[arg-type]
+        conn.execute(text)  # type: ignore[arg-type]
+    App(database_url, schema=schema).migrate_sync()  # nothing pending, nothing refused
+
+
+async def test_migration_007_keeps_the_rows_and_the_rules(database_url: str, schema: str) -> None:
+    """A database migrated before 007, with rows in it: 007 turns the CHECKs into domains, keeps
+    every row, and the domains refuse what the CHECKs refused."""
+    before = [m for m in migrate.available() if m.version < 7]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(migration_sql.CREATE_SCHEMA.replace("{schema}", schema))  # type: ignore[arg-type]
+        conn.execute(migration_sql.CREATE_LEDGER.replace("{schema}", schema))  # type: ignore[arg-type]
+        for m in before:
+            conn.execute(m.statement(schema))
+            conn.execute(
+                migration_sql.RECORD.replace("{schema}", schema),  # type: ignore[arg-type]
+                {"version": m.version, "name": m.name},
+            )
+        conn.execute(
+            f"insert into {schema}.jobs (id, name, queue, state, payload, max_attempts, attempt, claims, run_at) "  # type: ignore[arg-type]
+            "values ('01900000-0000-7000-8000-000000000001', 'n', 'q', 'done', '{}', 3, 2, 2, now()), "
+            "('01900000-0000-7000-8000-000000000002', 'n', 'q', 'ready', '{\"a\": 1}', 5, 0, 0, now())"
+        )
+        conn.execute(
+            f"insert into {schema}.steps (job_id, name, seq, state, attempt) "  # type: ignore[arg-type]
+            "values ('01900000-0000-7000-8000-000000000001', 's', 1, 'done', 1)"
+        )
+        conn.execute(
+            f"insert into {schema}.counters (tier, bucket, queue, name, completed) "  # type: ignore[arg-type]
+            "values ('minute', now(), 'q', 'n', 4)"
+        )
+    assert 7 in await App(database_url, schema=schema).migrate()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            f"select state, attempt, claims, max_attempts, payload from {schema}.jobs order by id"  # type: ignore[arg-type]
+        ).fetchall()
+        assert rows == [("done", 2, 2, 3, {}), ("ready", 0, 0, 5, {"a": 1})]
+        assert conn.execute(f"select state from {schema}.steps").fetchall() == [("done",)]  # type: ignore[arg-type]
+        assert conn.execute(f"select tier, completed from {schema}.counters").fetchall() == [("minute", 4)]  # type: ignore[arg-type]
+        refused = [
+            f"update {schema}.jobs set state = 'bogus'",
+            f"update {schema}.jobs set attempt = -1",
+            f"update {schema}.jobs set claims = -1",
+            f"update {schema}.jobs set max_attempts = 0",
+            f"update {schema}.steps set state = 'bogus'",
+            f"update {schema}.counters set tier = 'week'",
+        ]
+        for statement in refused:
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute(statement)  # type: ignore[arg-type]

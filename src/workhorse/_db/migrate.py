@@ -2,8 +2,9 @@
 
 ``apply`` runs every pending file in ONE transaction under a transaction-scoped advisory lock on
 the migrator's own connection, so two processes migrating at once apply each file exactly once
-(the second waits, then finds nothing to do). Files only add (``create ... if not exists``,
-``add column if not exists``); a worker refuses to start against a schema that is behind or ahead.
+(the second waits, then finds nothing to do). Files are forward-only and written to run again
+harmlessly (``if not exists`` / ``if exists``, or a guard), for the DBA script; a worker refuses to
+start against a schema that is behind or ahead.
 """
 
 from __future__ import annotations

@@ -9,28 +9,42 @@
 --
 -- Changing a column's type rewrites the table once, inside this migration's transaction.
 
-create domain {schema}.job_state as text
-    check (value in ('ready', 'delayed', 'running', 'suspended', 'done', 'failed', 'dead', 'cancelled'));
-create domain {schema}.step_state as text
-    check (value in ('done', 'failed', 'sleeping', 'waiting'));
-create domain {schema}.counter_tier as text
-    check (value in ('minute', 'hour', 'day'));
--- attempt and claims count up from 0; max_attempts is at least 1.
-create domain {schema}.tally as integer check (value >= 0);
-create domain {schema}.attempt_limit as integer check (value >= 1);
+-- Written to run again harmlessly (the DBA script may be applied twice): PostgreSQL has no
+-- "create domain if not exists", so each is created only when its name is free.
+do $$
+begin
+    if to_regtype('{schema}.job_state') is null then
+        create domain {schema}.job_state as text
+            check (value in ('ready', 'delayed', 'running', 'suspended', 'done', 'failed', 'dead', 'cancelled'));
+    end if;
+    if to_regtype('{schema}.step_state') is null then
+        create domain {schema}.step_state as text check (value in ('done', 'failed', 'sleeping', 'waiting'));
+    end if;
+    if to_regtype('{schema}.counter_tier') is null then
+        create domain {schema}.counter_tier as text check (value in ('minute', 'hour', 'day'));
+    end if;
+    -- attempt and claims count up from 0; max_attempts is at least 1.
+    if to_regtype('{schema}.tally') is null then
+        create domain {schema}.tally as integer check (value >= 0);
+    end if;
+    if to_regtype('{schema}.attempt_limit') is null then
+        create domain {schema}.attempt_limit as integer check (value >= 1);
+    end if;
+end
+$$;
 
 alter table {schema}.jobs
-    drop constraint jobs_state_known,
-    drop constraint jobs_attempts_sane,
+    drop constraint if exists jobs_state_known,
+    drop constraint if exists jobs_attempts_sane,
     alter column state type {schema}.job_state,
     alter column attempt type {schema}.tally,
     alter column claims type {schema}.tally,
     alter column max_attempts type {schema}.attempt_limit;
 
 alter table {schema}.steps
-    drop constraint steps_state_known,
+    drop constraint if exists steps_state_known,
     alter column state type {schema}.step_state;
 
 alter table {schema}.counters
-    drop constraint counters_tier_known,
+    drop constraint if exists counters_tier_known,
     alter column tier type {schema}.counter_tier;
