@@ -25,6 +25,20 @@ def declare(app: App):  # type: ignore[no-untyped-def]
     return fragile
 
 
+def declare_two_queues(app: App):  # type: ignore[no-untyped-def]
+    """``alpha`` on queue qa and ``beta`` on qb, both tenanted by the payload's ``org``."""
+
+    @app.job(name="alpha", queue="qa", tenant=lambda p: p["org"])
+    async def alpha(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
+
+    @app.job(name="beta", queue="qb", tenant=lambda p: p["org"])
+    async def beta(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
+
+    return alpha, beta
+
+
 async def rows(app: App) -> list[tuple[str, str, int, str]]:
     """Every row as (id, reported state, attempt, run_at): what a refused call must not change."""
     page = await app.admin.list(limit=200)
@@ -334,14 +348,7 @@ async def test_promote_many_takes_a_backing_off_retry_and_nothing_finished(app: 
 
 
 async def test_promote_many_filters(app: App) -> None:
-    @app.job(name="alpha", queue="qa", tenant=lambda p: p["org"])
-    async def alpha(ctx: JobContext, payload: dict[str, Any]) -> None:
-        return None
-
-    @app.job(name="beta", queue="qb", tenant=lambda p: p["org"])
-    async def beta(ctx: JobContext, payload: dict[str, Any]) -> None:
-        return None
-
+    alpha, beta = declare_two_queues(app)
     for org in ("o1", "o2"):
         await alpha.enqueue({"org": org}, delay="1h")
         await beta.enqueue({"org": org}, delay="1h")
@@ -413,14 +420,7 @@ async def test_cancel_many_of_running_rows_takes_the_claim_away(app: App) -> Non
 
 
 async def test_cancel_many_filters(app: App) -> None:
-    @app.job(name="alpha", queue="qa", tenant=lambda p: p["org"])
-    async def alpha(ctx: JobContext, payload: dict[str, Any]) -> None:
-        return None
-
-    @app.job(name="beta", queue="qb", tenant=lambda p: p["org"])
-    async def beta(ctx: JobContext, payload: dict[str, Any]) -> None:
-        return None
-
+    alpha, beta = declare_two_queues(app)
     for org in ("o1", "o2", "o2"):
         await alpha.enqueue({"org": org})
         await beta.enqueue({"org": org})

@@ -86,22 +86,45 @@ select (select count(*) from movable) as movable, (select count(*) from moved) a
 """
 
 
-def bulk_picked(movable: str = "") -> str:
-    """The `picked` CTE of remove, promote and cancel: the oldest `limit` movable rows, locked.
-    ``movable``: the verb's condition beyond BULK_MATCH (as in its `movable` CTE). Read straight
-    off the table in (created_at, id) order, so it stops after `limit` rows (jobs_created_idx)."""
+def moved(change: str) -> str:
+    """The last CTE of every bulk verb: ``change`` (an UPDATE ... SET or a DELETE on `jobs as j`)
+    applied to the picked rows, answering each one's queue (for the wake)."""
     return (
-        """picked as (
+        """moved as (
+    """
+        + change.strip()
+        + """
+    where j.id = any(array(select picked.id from picked))
+    returning j.queue
+)"""
+    )
+
+
+def bulk_simple(change: str, *, extra: str = "", wake: str | None) -> str:
+    """Remove, promote and cancel: every row matching BULK_MATCH (and ``extra``) is movable; the
+    oldest `limit` of them are picked, locked, and changed by ``change``. The pick is read
+    straight off the table in (created_at, id) order, so it stops after `limit` rows
+    (jobs_created_idx)."""
+    return bulk_statement(
+        """
+movable as (
+    select j.id from {schema}.jobs as j where """
+        + BULK_MATCH
+        + extra
+        + """
+), picked as (
     select j.id
     from {schema}.jobs as j
     where not %(dry_run)s and """
         + BULK_MATCH
-        + movable
+        + extra
         + """
     order by j.created_at, j.id
     limit %(limit)s
     for update skip locked
-)"""
+), """
+        + moved(change),
+        wake=wake,
     )
 
 
@@ -138,73 +161,29 @@ matching as (
     order by m.created_at, m.id
     limit %(limit)s
     for update of j skip locked
-), moved as (
-    update {schema}.jobs as j
-    set """
-    + REQUEUED
-    + """
-    where j.id = any(array(select picked.id from picked))
-    returning j.queue
-)""",
+), """
+    + moved("update {schema}.jobs as j set " + REQUEUED),
     wake="",
 )
 
 # Delete matching rows (never running: the verb is refused that state earlier, and the stored
 # state is in the match); their steps go with them (on delete cascade).
-BULK_REMOVE = bulk_statement(
-    """
-movable as (
-    select j.id from {schema}.jobs as j where """
-    + BULK_MATCH
-    + """
-), """
-    + bulk_picked()
-    + """, moved as (
-    delete from {schema}.jobs as j
-    where j.id = any(array(select picked.id from picked))
-    returning j.id
-)""",
-    wake=None,
-)
+BULK_REMOVE = bulk_simple("delete from {schema}.jobs as j", wake=None)
 
 # Make waiting rows due now: only rows still waiting (stored ready or delayed, run_at ahead).
 # Wakes the queues.
-STILL_WAITING = " and j.state in ('ready', 'delayed') and j.run_at > now()"
-BULK_PROMOTE = bulk_statement(
-    """
-movable as (
-    select j.id from {schema}.jobs as j where """
-    + BULK_MATCH
-    + STILL_WAITING
-    + """
-), """
-    + bulk_picked(STILL_WAITING)
-    + """, moved as (
-    update {schema}.jobs as j
-    set state = 'ready', run_at = now(), updated_at = now()
-    where j.id = any(array(select picked.id from picked))
-    returning j.queue
-)""",
+BULK_PROMOTE = bulk_simple(
+    "update {schema}.jobs as j set state = 'ready', run_at = now(), updated_at = now()",
+    extra=" and j.state in ('ready', 'delayed') and j.run_at > now()",
     wake="",
 )
 
 # Cancel live rows: the CANCEL effect. A running row's worker loses its claim (its settle and
 # heartbeat miss) and cancels the body at its next heartbeat, which the `beat:` NOTIFY brings
 # forward to now.
-BULK_CANCEL = bulk_statement(
-    """
-movable as (
-    select j.id from {schema}.jobs as j where """
-    + BULK_MATCH
-    + """
-), """
-    + bulk_picked()
-    + """, moved as (
-    update {schema}.jobs as j
-    set state = 'cancelled', worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
-    where j.id = any(array(select picked.id from picked))
-    returning j.queue
-)""",
+BULK_CANCEL = bulk_simple(
+    "update {schema}.jobs as j set state = 'cancelled', worker_id = null, lease_expires_at = null, "
+    "finished_at = now(), updated_at = now()",
     wake=WAKE_BEAT,
 )
 

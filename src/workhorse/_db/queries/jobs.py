@@ -440,6 +440,16 @@ REQUEUED = (
     "worker_id = null, lease_expires_at = null, progress = null, updated_at = now()"
 )
 
+# One finished job made a fresh run (the head of REQUEUE and REQUEUE_FROM_STEP).
+REQUEUE_FINISHED = (
+    """
+    update {schema}.jobs
+    set """
+    + REQUEUED
+    + """
+    where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')"""
+)
+
 GET = "select " + JOB_COLUMNS + " from {schema}.jobs as j where j.id = %(id)s::uuid"
 
 CURSOR_EXISTS = "select 1 as present from {schema}.jobs where id = %(id)s::uuid"
@@ -467,12 +477,9 @@ from moved
 # violation) when another live job already holds the key. The queue's idle workers are woken.
 REQUEUE = (
     """
-with moved as (
-    update {schema}.jobs
-    set """
-    + REQUEUED
+with moved as ("""
+    + REQUEUE_FINISHED
     + """
-    where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
     returning id, queue
 ), """
     + wake_cte()
@@ -489,12 +496,9 @@ REQUEUE_FROM_STEP = (
     """
 with target as (
     select s.seq from {schema}.steps as s where s.job_id = %(id)s::uuid and s.name = %(step)s
-), moved as (
-    update {schema}.jobs
-    set """
-    + REQUEUED
+), moved as ("""
+    + REQUEUE_FINISHED
     + """
-    where id = %(id)s::uuid and state in ('done', 'failed', 'dead', 'cancelled')
       and exists (select 1 from target)
     returning id, queue
 ), dropped as (
