@@ -31,3 +31,33 @@ def new_job_id() -> str:
         value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
     digits = f"{value:032x}"
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+def new_job_ids(count: int) -> list[str]:
+    """``count`` ids in order, as ``count`` calls of new_job_id would give, for half the cost: the
+    clock is read and the lock taken once, and the 48-bit time prefix is formatted once per
+    millisecond rather than once per id."""
+    global _last_ms, _counter
+    ids: list[str] = []
+    getrandbits = _random.getrandbits
+    with _lock:
+        now_ms = time.time_ns() // 1_000_000  # clock-ok: id ordering only, never a decision
+        if now_ms <= _last_ms:
+            now_ms, first = _last_ms, _counter + 1
+        else:
+            first = getrandbits(11)
+        while True:
+            if first > 0xFFF:  # the counter ran out in this millisecond: borrow the next one
+                now_ms, first = now_ms + 1, 0
+            ms = f"{now_ms:012x}"
+            head = f"{ms[:8]}-{ms[8:]}-7"
+            last = min(0xFFF, first + count - len(ids) - 1)
+            for counter in range(first, last + 1):
+                tail = (0b10 << 62) | getrandbits(62)
+                ids.append(f"{head}{counter:03x}-{tail >> 48:04x}-{tail & 0xFFFFFFFFFFFF:012x}")
+            if len(ids) >= count:
+                break
+            first = last + 1
+        if count:
+            _last_ms, _counter = now_ms, last
+    return ids

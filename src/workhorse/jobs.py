@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -13,7 +13,7 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
-from workhorse.ids import new_job_id
+from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
 
@@ -222,12 +222,20 @@ class JobHandle(Generic[R]):
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
         if keys is None and delay is None and run_at is None:
             self._check_payloads(payloads)
-            chosen = self._priority(priority)
-            when = (None, 0.0)
-            rows = (self._row(p, None, when, chosen) for p in payloads)  # built as the driver writes
+            rows = self._ready_rows(payloads, self._priority(priority))  # built as the driver writes
             return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)
         jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority)
         return await self.app.driver.enqueue_many(jobs, conn=conn)
+
+    def _ready_rows(self, payloads: Sequence[Any], priority: int) -> Iterator[NewJob]:
+        """The rows of a keyless, due-now batch, one at a time: what ``_row`` builds, with the ids
+        drawn in one go and the per-batch options looked up once."""
+        name, queue, limit, max_bytes = self.name, self.queue, self.retry.attempts, self.app.max_payload_bytes
+        dead_letter, tenant_for = self.retry.dead_letter, (None if self.tenant == "none" else self.tenant_for)
+        for job_id, payload in zip(new_job_ids(len(payloads)), payloads, strict=True):
+            tenant = None if tenant_for is None else tenant_for(payload)
+            text = encode(payload, max_bytes=max_bytes)
+            yield NewJob(job_id, name, queue, tenant, text, None, priority, limit, dead_letter, None, 0.0)
 
     def enqueue_sync(
         self,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
+from json import encoder as _json_encoder
 from typing import Any
 
 from workhorse.errors import PayloadError
@@ -106,13 +108,28 @@ def _plain(value: Any, depth: int) -> bool:
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
+# The fast path calls CPython's C encoder directly, built once: ``JSONEncoder.encode`` builds a new
+# one on every call, which costs more than encoding a small payload. No circular-reference markers:
+# ``_plain`` has already bounded the depth, so a cycle never reaches it. Same options as _ENCODER.
+_make = getattr(_json_encoder, "c_make_encoder", None)  # None where the C accelerator is missing
+_quote = getattr(_json_encoder, "c_encode_basestring", None)
+_C_ENCODER: Callable[[Any, int], Sequence[str]] | None = (
+    _make(None, _ENCODER.default, _quote, None, ":", ",", False, False, False) if _make and _quote else None
+)
+
+
+def _fast(payload: Any) -> str:
+    if _C_ENCODER is None:
+        return _ENCODER.encode(payload)
+    return "".join(_C_ENCODER(payload, 0))
+
 
 def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
     """Validate ``payload`` and answer its compact JSON text, or raise ``PayloadError``."""
     if payload is None:  # the commonest result of all
         return "null"
     try:
-        text = _ENCODER.encode(payload) if _plain(payload, 0) else None
+        text = _fast(payload) if _plain(payload, 0) else None
     except (TypeError, ValueError, RecursionError):
         text = None
     if text is None or "\\u0000" in text:  # not plain JSON, or a NUL somewhere (escaped by the encoder)

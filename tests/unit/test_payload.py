@@ -65,3 +65,24 @@ def test_size_is_counted_in_utf8_bytes() -> None:
     with pytest.raises(PayloadError) as refused:
         encode({"s": "é" * 50}, max_bytes=90)
     assert refused.value.code == "PAYLOAD_TOO_LARGE"
+
+
+def test_a_cycle_is_refused_not_recursed_forever() -> None:
+    loop: list[object] = [1]
+    loop.append(loop)
+    ring: dict[str, object] = {}
+    ring["self"] = ring
+    for payload in (loop, ring, {"inner": OrderedDict(a=ring)}):
+        with pytest.raises(PayloadError, match="deeper than"):
+            encode(payload)
+
+
+@pytest.mark.parametrize("payload", [None, 0, -7, 2.5, True, 'é"\\', [], {}, [float("1e308")]])
+def test_every_json_value_encodes_like_json_dumps(payload: object) -> None:
+    assert encode(payload) == json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("payload", [float("nan"), {"x": [1, float("inf")]}, {"when": object()}])
+def test_values_that_are_not_json_are_refused(payload: object) -> None:
+    with pytest.raises(PayloadError):
+        encode(payload)
