@@ -155,8 +155,19 @@ async def test_migration_007_keeps_the_rows_and_the_rules(database_url: str, sch
             f"insert into {schema}.counters (tier, bucket, queue, name, completed) "  # type: ignore[arg-type]
             "values ('minute', now(), 'q', 'n', 4)"
         )
-    assert 7 in await App(database_url, schema=schema).migrate()
+    assert {7, 8} <= set(await App(database_url, schema=schema).migrate())
     with psycopg.connect(database_url, autocommit=True) as conn:
+        indexes = conn.execute(
+            "select indexname from pg_indexes where schemaname = %s and tablename = 'jobs'", (schema,)
+        ).fetchall()
+        # 008: the list walks the primary key; no index on created_at is written on every insert.
+        assert {name for (name,) in indexes} == {
+            "jobs_pkey",
+            "jobs_due_idx",
+            "jobs_later_idx",
+            "jobs_running_lease_idx",
+            "jobs_live_key_idx",
+        }
         rows = conn.execute(
             f"select state, attempt, claims, max_attempts, payload from {schema}.jobs order by id"  # type: ignore[arg-type]
         ).fetchall()

@@ -594,23 +594,16 @@ class MemoryDriver:
     ) -> Page:
         with self._lock:
             now = self._now()
-            bounds: dict[str, tuple[datetime, str]] = {}
-            for which, cursor in (("after", after), ("before", before)):
-                if cursor is not None:
-                    row = self._get(cursor)
-                    if row is None:
-                        raise refusals.bad_cursor(cursor, which=which)
-                    bounds[which] = (row.created_at, row.id)
+            cursor, which = (before, "before") if before is not None else (after, "after")
+            row = None if cursor is None else self._get(cursor)
+            if cursor is not None and row is None:
+                raise refusals.bad_cursor(cursor, which=which)
             rows = [r for r in self._rows.values() if r.matches(filters, now)]
-            if "after" in bounds:
-                rows = [r for r in rows if (r.created_at, r.id) < bounds["after"]]
-            if "before" in bounds:  # the nearest newer rows: ascending from the cursor, then reversed
-                rows = [r for r in rows if (r.created_at, r.id) > bounds["before"]]
-                rows.sort(key=lambda r: (r.created_at, r.id))
-                rows = rows[: max(limit, 0)][::-1]
-            else:
-                rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
-                rows = rows[: max(limit, 0)]
+            if row is not None and before is not None:  # the nearest newer rows: ascending, then reversed
+                rows = sorted((r for r in rows if r.id > row.id), key=lambda r: r.id)[: max(limit, 0)][::-1]
+            else:  # newest first (ids are UUIDv7: id order is creation order), older than the cursor
+                rows = [r for r in rows if row is None or r.id < row.id]
+                rows = sorted(rows, key=lambda r: r.id, reverse=True)[: max(limit, 0)]
             jobs = [r.job(now) for r in rows]
         full = bool(jobs) and len(jobs) == limit
         if before is not None:
@@ -679,8 +672,8 @@ class MemoryDriver:
     # -- bulk verbs, pauses, counters, progress --------------------------------------------------
 
     def _movable(self, verb: BulkVerb, filters: BulkFilter, now: datetime) -> list[_Row]:
-        """The rows ``verb`` may move, oldest first by (created_at, id)."""
-        rows = sorted((r for r in self._rows.values() if r.in_bulk(filters, now)), key=lambda r: (r.created_at, r.id))
+        """The rows ``verb`` may move, oldest first (by id: ids are UUIDv7)."""
+        rows = sorted((r for r in self._rows.values() if r.in_bulk(filters, now)), key=lambda r: r.id)
         if verb == "requeue":
             rows = [r for r in rows if r.state in FINISHED_STATES]
             held = {slot for r in self._rows.values() if r.state in LIVE_STATES and (slot := r.slot()) is not None}

@@ -12,19 +12,22 @@ from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WA
 
 # -- the list ---------------------------------------------------------------------------------------
 #
-# A keyset page over jobs_created_idx (created_at desc, id desc): never OFFSET, so a page costs
-# the same at the millionth row as at the first. The statement is assembled from the filters
-# actually given (LIST_FILTERS), never `(%(x)s is null or ...)`: a plan cached for one combination
-# would then serve another (a generic plan cannot tell an absent filter from a present one).
-# The cursor row's own (created_at, id) is read back in the statement, so a cursor never depends on
-# timestamp rounding; a cursor naming no row matches nothing (the caller then tells "no such
-# cursor" from "no more rows" with CURSOR_EXISTS, only when the page came back empty).
+# A keyset page over the primary key, newest first: never OFFSET, so a page costs the same at the
+# millionth row as at the first. Job ids are UUIDv7 (``workhorse.ids``): their leading 48 bits are
+# the enqueuing process's clock in milliseconds, so id order is creation order and the cursor is
+# the id alone; it must still name a job. (Migration 008 dropped the (created_at, id) index this once walked: it cost an
+# index entry on every insert, claim and settle.) `created_at` stays the database clock, a column
+# to show and filter on. The statement is assembled from the filters actually given
+# (LIST_FILTERS), never `(%(x)s is null or ...)`: a plan cached for one combination would then
+# serve another (a generic plan cannot tell an absent filter from a present one). A cursor naming
+# no row matches nothing; the caller tells "no such cursor" from "no more rows" with
+# CURSOR_EXISTS, only when the page came back empty.
 
 LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
-CURSOR_ROW = "select c.created_at, c.id from {schema}.jobs as c where c.id = %(cursor)s::uuid"
+CURSOR_ROW = "select from {schema}.jobs as c where c.id = %(cursor)s::uuid"
 
 # Filter name -> condition. `id_prefix` is an inclusive uuid range (the prefix padded with 0s and
-# with fs), which the primary key serves.
+# with fs), which the primary key serves. The created_* window is a filter on the walk, not a range.
 LIST_FILTERS: dict[str, str] = {
     "queue": "j.queue = %(queue)s",
     "name": "j.name = %(name)s",
@@ -33,13 +36,13 @@ LIST_FILTERS: dict[str, str] = {
     "id_prefix": "j.id between %(id_low)s::uuid and %(id_high)s::uuid",
     "created_from": "j.created_at >= %(created_from)s::timestamptz",
     "created_to": "j.created_at < %(created_to)s::timestamptz",
-    # Rows older than the cursor row: read forwards (newest first).
-    "after": "(j.created_at, j.id) < (" + CURSOR_ROW.replace("%(cursor)s", "%(after)s") + ")",
-    # Rows newer than the cursor row: read backwards (oldest first), the caller reverses them.
-    "before": "(j.created_at, j.id) > (" + CURSOR_ROW.replace("%(cursor)s", "%(before)s") + ")",
+    # Older than the cursor: read forwards (newest first). Newer than it: read backwards (oldest
+    # first), and the caller reverses them. The cursor must name a job (a one-time check).
+    "after": "j.id < %(after)s::uuid and exists (" + CURSOR_ROW.replace("%(cursor)s", "%(after)s") + ")",
+    "before": "j.id > %(before)s::uuid and exists (" + CURSOR_ROW.replace("%(cursor)s", "%(before)s") + ")",
 }
-LIST_NEWEST_FIRST = "order by j.created_at desc, j.id desc limit %(limit)s"
-LIST_OLDEST_FIRST = "order by j.created_at, j.id limit %(limit)s"
+LIST_NEWEST_FIRST = "order by j.id desc limit %(limit)s"
+LIST_OLDEST_FIRST = "order by j.id limit %(limit)s"
 
 
 def list_page(filters: Iterable[str], *, backwards: bool) -> str:
@@ -55,7 +58,7 @@ def list_page(filters: Iterable[str], *, backwards: bool) -> str:
 # -- bulk verbs -------------------------------------------------------------------------------------
 #
 # Each verb is ONE statement that counts the movable rows and moves the oldest `limit` of them
-# (by created_at, id), so a call costs one round trip whatever it moves. Rows are taken with
+# (by id, that is by creation), so a call costs one round trip whatever it moves. Rows are taken with
 # SKIP LOCKED: a row a worker is settling right now is skipped and stays movable for the next call.
 # The match is repeated on the locked row, so a row that changed since the statement's snapshot is
 # re-checked (and skipped when it no longer matches). `dry_run` moves nothing. The answer:
@@ -103,8 +106,7 @@ def moved(change: str) -> str:
 def bulk_simple(change: str, *, extra: str = "", wake: str | None) -> str:
     """Remove, promote and cancel: every row matching BULK_MATCH (and ``extra``) is movable; the
     oldest `limit` of them are picked, locked, and changed by ``change``. The pick is read
-    straight off the table in (created_at, id) order, so it stops after `limit` rows
-    (jobs_created_idx)."""
+    straight off the primary key in id (creation) order, so it stops after `limit` rows."""
     return bulk_statement(
         """
 movable as (
@@ -119,7 +121,7 @@ movable as (
         + BULK_MATCH
         + extra
         + """
-    order by j.created_at, j.id
+    order by j.id
     limit %(limit)s
     for update skip locked
 ), """
@@ -136,16 +138,16 @@ movable as (
 BULK_REQUEUE = bulk_statement(
     """
 matching as (
-    select j.id, j.created_at, j.name, coalesce(j.tenant, '') as tenant, j.idempotency_key as key,
+    select j.id, j.name, coalesce(j.tenant, '') as tenant, j.idempotency_key as key,
            row_number() over (
                partition by j.name, coalesce(j.tenant, ''), j.idempotency_key
-               order by j.created_at, j.id) as nth
+               order by j.id) as nth
     from {schema}.jobs as j
     where """
     + BULK_MATCH
     + """
 ), movable as (
-    select m.id, m.created_at
+    select m.id
     from matching as m
     where m.key is null
        or (m.nth = 1 and not exists (
@@ -158,7 +160,7 @@ matching as (
     where not %(dry_run)s and """
     + BULK_MATCH
     + """
-    order by m.created_at, m.id
+    order by m.id
     limit %(limit)s
     for update of j skip locked
 ), """
