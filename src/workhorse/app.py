@@ -33,6 +33,12 @@ class App:
     ``App()`` resolves its database lazily (argument, ``WORKHORSE_DATABASE_URL``, else the embedded
     server), so declaring jobs at import time never opens a connection. ``App(driver="memory")``
     keeps everything in this process, for unit tests.
+
+    ``driver=`` may also be a driver instance. A ``PostgresDriver`` serves this app's own calls
+    (enqueue, admin) with its pool and settings, and the app takes its URL and schema; a worker
+    still opens its own claim, settle, heartbeat and LISTEN connections from that URL. The caller
+    built it, so the caller closes it: ``app.close()`` leaves it open. Any other ``Driver``
+    (a ``MemoryDriver``, one of your own) is in-process: every role shares it and nothing listens.
     """
 
     def __init__(
@@ -40,10 +46,23 @@ class App:
         database_url: str | None = None,
         *,
         driver: str | Driver | None = None,
-        schema: str = "workhorse",
+        schema: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.schema = check_schema_name(schema)
+        self._given: PostgresDriver | None = None  # the caller's driver for the app role; theirs to close
+        if isinstance(driver, PostgresDriver):
+            if database_url is not None and database_url != driver.url:
+                raise ConfigurationError(
+                    cause="both database_url and a PostgresDriver were given, for different databases",
+                    fix="pass one: App(driver=PostgresDriver(url, ...)) takes its URL from the driver",
+                )
+            if schema is not None and schema != driver.schema:
+                raise ConfigurationError(
+                    cause=f"schema={schema!r} was given with a PostgresDriver for schema {driver.schema!r}",
+                    fix="pass the schema to the driver only: App(driver=PostgresDriver(url, schema=...))",
+                )
+            self._given, database_url, schema = driver, driver.url, driver.schema
+        self.schema = check_schema_name("workhorse" if schema is None else schema)
         if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
             raise ConfigurationError(
                 cause=f"max_payload_bytes expected a positive whole number, got {max_payload_bytes!r}",
@@ -54,9 +73,9 @@ class App:
         self._memory: Driver | None = None
         if driver == "memory":
             self._memory = MemoryDriver()
-        elif driver is not None and not isinstance(driver, str):
+        elif isinstance(driver, Driver) and self._given is None:
             self._memory = driver
-        elif driver not in (None, "postgres"):
+        elif self._given is None and driver not in (None, "postgres"):
             raise ConfigurationError(
                 cause=f"driver expected 'postgres', 'memory' or a Driver instance, got {driver!r}",
                 fix="App(driver='memory') for unit tests; omit it for PostgreSQL",
@@ -95,6 +114,8 @@ class App:
         """The driver for the calling event loop (psycopg async pools belong to one loop)."""
         if self._memory is not None:
             return self._memory
+        if self._given is not None:
+            return self._given
         loop = asyncio.get_running_loop()
         with self._lock:
             found = self._drivers.get(loop)
@@ -107,13 +128,16 @@ class App:
         """The driver for synchronous callers (``enqueue_sync``, ``migrate_sync``)."""
         if self._memory is not None:
             return self._memory
+        if self._given is not None:
+            return self._given
         with self._lock:
             if self._sync_driver is None:
                 self._sync_driver = self.postgres_driver("app")
             return self._sync_driver
 
     async def close(self) -> None:
-        """Close this loop's connections (and the sync pool). The app stays usable; it reconnects."""
+        """Close this loop's connections (and the sync pool). The app stays usable; it reconnects.
+        A driver passed in as ``driver=`` is the caller's, and stays open."""
         if self._memory is not None:
             return
         loop = asyncio.get_running_loop()
