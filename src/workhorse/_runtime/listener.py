@@ -117,9 +117,31 @@ class Listener:
                 await conn.close()
 
     async def _probe(self, conn: psycopg.AsyncConnection[object]) -> None:
-        """Same-session proof that the LISTEN is still in place."""
-        async with asyncio.timeout(self.probe_timeout):
-            cur = await conn.execute("select pg_listening_channels()")
-            channels = {row[0] for row in await cur.fetchall()}  # type: ignore[index]
+        """Same-session proof that the LISTEN is still in place, or an error within probe_timeout.
+
+        A probe that gets no answer is not cancelled the usual way: psycopg would send the server
+        a cancel request and then wait up to 5 s more for the query to end, on a session that is
+        already known to be deaf. The connection is closed first, so the cancellation finds
+        nothing to cancel and the rebuild starts at once."""
+        probe = asyncio.ensure_future(self._channels(conn))
+        try:
+            await asyncio.wait({probe}, timeout=self.probe_timeout)
+        finally:
+            if not probe.done():  # no answer in time, or the listener is being stopped
+                await conn.close()
+                probe.cancel()
+                await asyncio.wait({probe})
+                if not probe.cancelled():
+                    probe.exception()  # retrieved: the connection was closed under it
+        if probe.cancelled():
+            raise psycopg.OperationalError(
+                f"the LISTEN session did not answer its probe within {self.probe_timeout:g}s"
+            )
+        channels = probe.result()
         if self.channel not in channels:
             raise psycopg.OperationalError("the LISTEN session lost its channel (a pooler in between?)")
+
+    @staticmethod
+    async def _channels(conn: psycopg.AsyncConnection[object]) -> set[str]:
+        cur = await conn.execute("select pg_listening_channels()")
+        return {row[0] for row in await cur.fetchall()}  # type: ignore[index]
