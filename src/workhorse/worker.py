@@ -328,7 +328,11 @@ class Worker:
     def _free(self) -> dict[str, int]:
         """Free slots per queue; none while SETTLE_BACKLOG times as many finished runs as the
         worker has slots still wait for their settle (the settle connection is slow or down: do
-        not pile up more)."""
+        not pile up more), and none while no lease renewal has landed for a whole visibility
+        window (every run was cancelled as lease lost; new ones would be too)."""
+        control = self._control
+        if control is not None and time.monotonic() - control.last_renewal >= self.visibility:
+            return {}  # no renewal landed for a whole window: a lease taken now could not be kept
         with self._lock:
             unsettled = sum(1 for h in self._held.values() if h.slot_released and not h.settled)
             if unsettled >= self._total * SETTLE_BACKLOG:

@@ -407,3 +407,71 @@ async def test_claims_stop_while_settles_cannot_land(app: App, monkeypatch: pyte
         gate.set()
         await worker.stop()
         await task
+
+
+@pytest.mark.parametrize("outage", ["fails", "hangs"])
+async def test_a_whole_window_without_a_landed_renewal_cancels_the_run(
+    app: App, monkeypatch: pytest.MonkeyPatch, outage: str
+) -> None:
+    """The database stops renewing leases: every renewal fails at once, or never answers (a
+    connection gone silent, no error). Either way, a visibility window after the last renewal
+    landed the running body is cancelled (lease lost) and its late result is never written."""
+    from workhorse import DatabaseError
+
+    down = threading.Event()  # the renewal runs on the worker's control loop, another thread
+    driver_class = type(app.driver)
+    original = driver_class.heartbeat
+
+    async def heartbeat(self: Any, *args: Any) -> Any:
+        if down.is_set() and outage == "fails":
+            raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="test: the server went away", fix="-")
+        while down.is_set():  # "hangs": no answer and no error, for as long as the outage lasts
+            await asyncio.sleep(0.01)
+        return await original(self, *args)
+
+    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @app.job(tenant="none")
+    async def slow(ctx: JobContext, payload: None) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    ref = await slow.enqueue(None)
+    worker = app.worker(concurrency=1, visibility_timeout="1.5s", drain_timeout="0.2s", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        down.set()
+        went_down = time.monotonic()
+        await asyncio.wait_for(cancelled.wait(), 15)
+        # The window runs from the last landed renewal: at most 1.5 s before the outage began.
+        assert time.monotonic() - went_down < 1.5 + 3.0
+        for _ in range(100):  # counted once the cancelled run is wound up
+            if worker.stats.lease_lost:
+                break
+            await asyncio.sleep(0.02)
+        assert worker.stats.lease_lost == 1
+        # The lapsed job is due again, but a worker that cannot renew leases claims nothing.
+        await asyncio.sleep(1.0)
+        assert worker.stats.claimed == 1
+        down.clear()  # renewals land again: the worker claims again, the lapsed job first
+        for _ in range(250):
+            if worker.stats.claimed > 1:
+                break
+            await asyncio.sleep(0.02)
+        assert worker.stats.claimed == 2
+    finally:
+        down.clear()
+        await worker.stop()
+        await task
+    # The cancelled run wrote nothing: its row is left to lapse (or was claimed again once the
+    # renewals came back, and that run handed back at the drain cut-off).
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state in ("running", "ready") and job.result is None
+    assert worker.stats.completed == worker.stats.failed == worker.stats.retried == 0

@@ -17,8 +17,8 @@ import time
 from typing import TYPE_CHECKING
 
 from workhorse._runtime.state import Control, Held
-from workhorse.drivers.base import WorkerInfo
-from workhorse.errors import WorkhorseError
+from workhorse.drivers.base import Beat, WorkerInfo
+from workhorse.errors import DatabaseError, WorkhorseError
 
 if TYPE_CHECKING:
     from workhorse.worker import Worker
@@ -81,8 +81,10 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
         asked_at = time.monotonic()
+        if asked_at - control.last_renewal >= worker.visibility:
+            lose(worker, held)  # the window closed before this beat: the leases may be another's now
         try:
-            beat = await control.heartbeat.heartbeat(worker.id, [h.lease for h in held], worker.visibility)
+            beat = await renewal(worker, control, held)
             control.last_renewal = asked_at
         except WorkhorseError as error:
             silent_for = time.monotonic() - control.last_renewal
@@ -93,8 +95,7 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
                 silent_for,
             )
             if silent_for >= worker.visibility:
-                for h in held:
-                    worker._cancel_run(h, "lease lost")
+                lose(worker, held)
             continue
         if not beat.registered:
             await register(worker, control)
@@ -109,6 +110,47 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
                 worker._cancel_run(h, "lease lost")
         if held:
             check_body_loop(worker, watch, held)
+
+
+def lose(worker: Worker, held: list[Held]) -> None:
+    """No renewal landed for a whole visibility window: every held lease may have lapsed and
+    been claimed by another worker, so every held run is cancelled and writes nothing."""
+    for h in held:
+        worker._cancel_run(h, "lease lost")
+
+
+async def renewal(worker: Worker, control: Control, held: list[Held]) -> Beat:
+    """One renewal of ``held``, answered or failed by the end of the visibility window.
+
+    The window is measured here, not by the statement: a connection that went silent (a
+    half-open TCP session, a stalled server) neither answers nor fails, and the kernel may take
+    a quarter of an hour to say so. Its leases lapse on the server meanwhile and another worker
+    may claim the jobs, so when the window closes the statement is abandoned (cancelled in the
+    background) and the caller is told it failed, which cancels the held runs. Past the window
+    (the runs already cancelled), a renewal gets one beat's time to land, so a worker whose
+    database comes back recovers."""
+    call = asyncio.ensure_future(control.heartbeat.heartbeat(worker.id, [h.lease for h in held], worker.visibility))
+    window_left = control.last_renewal + worker.visibility - time.monotonic()
+    try:
+        await asyncio.wait({call}, timeout=window_left if window_left > 0 else worker.heartbeat_interval)
+    finally:
+        if not call.done():  # unanswered for the whole window, or the worker is stopping
+            # Not awaited: on a dead connection psycopg's cancellation can take seconds more, and
+            # the runs must be cancelled now. It ends in the background, freeing the connection.
+            call.cancel()
+            call.add_done_callback(_retrieve)
+    if not call.done() or call.cancelled():
+        raise DatabaseError(
+            code="LEASE_RENEWAL_UNANSWERED",
+            cause=f"the lease renewal had no answer within the visibility window ({worker.visibility:g}s)",
+            fix="check the network path to PostgreSQL and the server's load; the jobs run again elsewhere",
+        )
+    return call.result()
+
+
+def _retrieve(call: asyncio.Future[Beat]) -> None:
+    if not call.cancelled():
+        call.exception()  # an abandoned renewal's error: already reported as unanswered
 
 
 def check_body_loop(worker: Worker, watch: LoopWatch, held: list[Held]) -> None:
