@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -244,3 +245,53 @@ def test_root_refuses_an_untraversable_home(tmp_path: Path) -> None:
     assert caught.value.code == "EMBEDDED_PATH_NOT_TRAVERSABLE"
     assert "chmod o+x" in caught.value.fix
     assert not (locked / "wh" / "data").exists()
+
+
+def _account(name: str, uid: int) -> pwd.struct_passwd:
+    return pwd.struct_passwd((name, "x", uid, uid, "", f"/home/{name}", "/bin/sh"))
+
+
+def _users(monkeypatch: pytest.MonkeyPatch, *, euid: int, present: dict[str, int]) -> list[str]:
+    """Pretend to run as ``euid`` on a machine whose accounts are ``present``; answers the names asked for."""
+    asked: list[str] = []
+
+    def getpwnam(name: str) -> pwd.struct_passwd:
+        asked.append(name)
+        if name not in present:
+            raise KeyError(f"getpwnam(): name not found: {name!r}")
+        return _account(name, present[name])
+
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+    return asked
+
+
+def test_root_without_a_server_user_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _users(monkeypatch, euid=0, present={"root": 0, "daemon": 1})
+
+    with pytest.raises(EmbeddedServerError) as caught:
+        embedded._server_user()
+    assert caught.value.code == "EMBEDDED_NO_USER"
+    assert caught.value.cause == (
+        "running as root, which PostgreSQL refuses, and there is no 'postgres' or 'nobody' user"
+    )
+    assert caught.value.fix == "useradd --system postgres   # or run as a non-root user"
+    assert asked == ["postgres", "nobody"]
+
+
+def test_root_hands_the_server_to_postgres_else_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    _users(monkeypatch, euid=0, present={"postgres": 999, "nobody": 65534})
+    chosen = embedded._server_user()
+    assert chosen is not None
+    assert (chosen.pw_name, chosen.pw_uid) == ("postgres", 999)
+
+    _users(monkeypatch, euid=0, present={"nobody": 65534})
+    chosen = embedded._server_user()
+    assert chosen is not None
+    assert (chosen.pw_name, chosen.pw_uid) == ("nobody", 65534)
+
+
+def test_a_non_root_user_runs_the_server_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _users(monkeypatch, euid=1000, present={"postgres": 999, "nobody": 65534})
+    assert embedded._server_user() is None
+    assert asked == []  # no account is looked up, so a missing one cannot refuse a non-root user

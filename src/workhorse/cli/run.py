@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from workhorse._db.migrate import script
-from workhorse.cli.main import FAILED, Refusal, State, json_option, pass_state
+from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
@@ -162,6 +162,7 @@ def _run(runner: Worker, *, burst: bool, scheduler: Scheduler | None = None) -> 
             await runner.app.close()
 
     try:
+        check_reachable(runner.app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
         return asyncio.run(body())
     except (ConfigurationError, SchemaError):
         raise  # refused before it started: exit 2 like every refusal

@@ -9,7 +9,7 @@ from datetime import datetime
 import click
 from rich.table import Table
 
-from workhorse.cli.main import FAILED, Refusal, State, json_option, pass_state, run_with_app
+from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, redact, stdout
 from workhorse.cli.run import _duration, _logging_to_stderr
 from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
@@ -75,6 +75,7 @@ def _run(runner: Scheduler) -> SchedulerStats:
             await runner.app.close()
 
     try:
+        check_reachable(runner.app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
         return asyncio.run(body())
     except (ConfigurationError, SchemaError):
         raise  # refused before it started: exit 2 like every refusal
