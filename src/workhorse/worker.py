@@ -9,9 +9,11 @@ the job meanwhile, and the control loop logs a warning naming the body that bloc
 
 A lease is held, not owned. Each renewal is one statement for every held job, fenced on the
 claim. A job missing from the answer was taken from us (cancelled by an operator, or re-claimed
-after our lease lapsed): its body is cancelled and nothing it produces is written. When no
-renewal lands for a whole visibility window (the database is unreachable), the worker assumes it
-lost every lease and cancels every run.
+after our lease lapsed): its body is cancelled and nothing it produces is written. Each lease's
+window runs from the statement that last set it (its claim, then each landed renewal); one failed
+renewal is tried again within it. When a window closes with no renewal landed (the database is
+unreachable, or the renewal's connection went silent and never answers), the worker assumes the
+lease lost and cancels that run, and it claims nothing more until a renewal lands again.
 
 Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
 or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
@@ -36,7 +38,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -304,9 +306,9 @@ class Worker:
             ", ".join(f"{q}({n})" for q, n in self.concurrency.items()),
         )
         tasks = [
-            asyncio.create_task(settle_loop(self, control), name="settle"),
-            asyncio.create_task(heartbeat_loop(self, control), name="heartbeat"),
-            asyncio.create_task(self._progress_loop(control), name="progress"),
+            asyncio.create_task(self._kept(lambda: settle_loop(self, control), "settle"), name="settle"),
+            asyncio.create_task(self._kept(lambda: heartbeat_loop(self, control), "heartbeat"), name="heartbeat"),
+            asyncio.create_task(self._kept(lambda: self._progress_loop(control), "progress"), name="progress"),
         ]
         try:
             await self._claim_loop(control, listener)
@@ -324,6 +326,21 @@ class Worker:
             for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
                 if not self.app.is_memory:
                     await driver.close()
+
+    async def _kept(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run one of the control loop's own loops for as long as the worker runs. Each handles the
+        errors it expects (a failed statement); anything else is a defect, logged with its
+        traceback, and the loop starts again a quarter of a beat later (at most a second): a
+        heartbeat that died quietly would let every lease lapse under running bodies."""
+        while True:
+            try:
+                await loop()
+            except Exception:
+                pause = min(1.0, self.heartbeat_interval / 4)
+                log.exception("worker %s: the %s loop failed; starting it again in %.2fs", self.id, name, pause)
+                await asyncio.sleep(pause)
+            else:
+                return
 
     def _free(self) -> dict[str, int]:
         """Free slots per queue; none while SETTLE_BACKLOG times as many finished runs as the
@@ -401,6 +418,7 @@ class Worker:
                 sweep = not lean_wake and (stale or not full)
                 full = False
                 forgotten = self._forgotten
+                asked_at = time.monotonic()
                 try:
                     result = await control.claim.claim(
                         worker_id=self.id, wants=free, names=self._names, visibility=self.visibility, sweep=sweep
@@ -429,7 +447,7 @@ class Worker:
                     await self._hand_back(control, result.claimed)
                     break
                 if result.claimed:
-                    self._start(control, result.claimed)
+                    self._start(control, result.claimed, asked_at)
                 full = len(result.claimed) == sum(free.values())
                 if not self._accepting:
                     break
@@ -503,12 +521,13 @@ class Worker:
             async with asyncio.timeout(seconds):  # no task per wait, unlike wait_for: a notify's claim starts sooner
                 await control.wake.wait()
 
-    def _start(self, control: Control, claimed: list[Claimed]) -> None:
+    def _start(self, control: Control, claimed: list[Claimed], asked_at: float) -> None:
         """Take a claimed batch into the worker: its runs start as far as slots allow, the rest wait
-        in the buffer (holding their leases) until a slot frees."""
+        in the buffer (holding their leases, taken when the claim was sent) until a slot frees."""
         for c in claimed:
-            self._buffer[c.queue].append(self._hold(c))
+            self._buffer[c.queue].append(self._hold(c, asked_at))
         self.stats.claimed += len(claimed)
+        control.leased.set()
         self._fill(control)
 
     def _fill(self, control: Control) -> None:
@@ -525,7 +544,7 @@ class Worker:
             assert self._body_loop is not None
             self._body_loop.call_soon_threadsafe(self._spawn, control, starting)
 
-    def _hold(self, claimed: Claimed) -> Held:
+    def _hold(self, claimed: Claimed, asked_at: float) -> Held:
         handle = self.app.jobs[claimed.name]
         ctx = JobContext(
             id=claimed.id,
@@ -542,6 +561,7 @@ class Worker:
             lease=Lease(claimed.id, claimed.claims),
             slot_queue=claimed.queue,
             worker=self,
+            renewed_at=asked_at,
             thread_alive=not handle.is_async,
         )
         ctx._hooks = held

@@ -475,3 +475,74 @@ async def test_a_whole_window_without_a_landed_renewal_cancels_the_run(
     job = await app.get_job(ref.id)
     assert job is not None and job.state in ("running", "ready") and job.result is None
     assert worker.stats.completed == worker.stats.failed == worker.stats.retried == 0
+
+
+async def test_a_control_loop_that_fails_unexpectedly_starts_again(
+    app: App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A defect in the heartbeat (an exception no statement raises) must not end the renewals:
+    the loop is logged and started again, so the running body keeps its lease to its end."""
+    driver_class = type(app.driver)
+    original = driver_class.heartbeat
+    calls = {"n": 0}
+
+    async def heartbeat(self: Any, *args: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("test: a defect in the renewal")
+        return await original(self, *args)
+
+    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+
+    @app.job(tenant="none")
+    async def slow(ctx: JobContext, payload: None) -> str:
+        await asyncio.sleep(3.5)  # more than two visibility windows
+        return "kept"
+
+    ref = await slow.enqueue(None)
+    worker = app.worker(concurrency=1, visibility_timeout="1.5s", handle_signals=False)
+    stats = await asyncio.wait_for(worker.run(burst=True), 30)
+    job = await app.get_job(ref.id)
+    assert job is not None and job.state == "done" and job.result == "kept"
+    assert stats.lease_lost == 0 and calls["n"] >= 3
+    assert "the heartbeat loop failed" in caplog.text
+
+
+async def test_one_failed_renewal_right_after_a_claim_loses_nothing(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first renewal of a freshly claimed job fails. The lease runs from the claim, and the
+    renewal is tried again within the window: the run keeps its lease and completes."""
+    from workhorse import DatabaseError
+
+    driver_class = type(app.driver)
+    original = driver_class.heartbeat
+    asked: list[int] = []
+
+    async def heartbeat(self: Any, worker_id: str, leases: Any, visibility: float) -> Any:
+        if leases:
+            asked.append(len(leases))
+            if len(asked) == 1:
+                raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="test: one lost round trip", fix="-")
+        return await original(self, worker_id, leases, visibility)
+
+    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+
+    @app.job(tenant="none")
+    async def slow(ctx: JobContext, payload: None) -> str:
+        await asyncio.sleep(2.5)  # longer than the visibility window
+        return "kept"
+
+    worker = app.worker(concurrency=1, visibility_timeout="1.5s", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0.3)  # the worker starts idle: its beats are on the idle schedule
+        ref = await slow.enqueue(None)
+        for _ in range(500):
+            if worker.stats.completed or worker.stats.lease_lost:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await worker.stop()
+        stats = await task
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.result) == ("done", "kept")
+    assert stats.lease_lost == 0 and len(asked) >= 3

@@ -8,7 +8,6 @@ Runs on the control loop (``heartbeat_loop`` is one of its tasks). Plain functio
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -65,38 +64,47 @@ async def register(worker: Worker, control: Control) -> None:
 
 
 async def heartbeat_loop(worker: Worker, control: Control) -> None:
-    """One statement per beat renews the registry row and every held lease. Busy: every third
-    of the visibility window (capped at 10 s); idle: after two thirds, as only the registry row
-    needs it; and at once when a job of our queues was cancelled (the listener's ``beat``), so a
-    cancelled body stops now."""
+    """One statement per beat renews the registry row and every held lease.
+
+    Each held lease is renewed a beat (a third of the visibility window, at most 10 s) after the
+    statement that last set it, its claim or a renewal, so a job claimed just now gets its first
+    renewal a beat later and two more chances before its window closes. Idle, a beat comes
+    after two thirds of the window, as only the registry row needs it. A cancel's NOTIFY (the
+    listener's ``beat``) brings it forward, so a cancelled body stops now. A failed renewal is
+    tried again half a beat later; a lease whose window closed without one is lost."""
     assert worker._body_loop is not None
     watch = LoopWatch(worker._body_loop)
+    retry_at = -math.inf
     while True:
         with worker._lock:
-            busy = bool(worker._held)
-        with contextlib.suppress(TimeoutError):  # a cancel's NOTIFY brings the beat forward
-            async with asyncio.timeout(worker.heartbeat_interval if busy else worker.visibility * IDLE_BEAT_SHARE):
-                await control.beat.wait()
+            held = [h for h in worker._held.values() if not h.settled]
+        if held:
+            due = min(h.renewed_at for h in held) + worker.heartbeat_interval
+        else:
+            due = control.last_renewal + worker.visibility * IDLE_BEAT_SHARE
+        if not control.beat.is_set() and not await _rest(control, max(due, retry_at) - time.monotonic()):
+            continue  # a claim took leases: the schedule may have moved
         control.beat.clear()
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
         asked_at = time.monotonic()
-        if asked_at - control.last_renewal >= worker.visibility:
-            lose(worker, held)  # the window closed before this beat: the leases may be another's now
+        lose(worker, [h for h in held if asked_at >= h.renewed_at + worker.visibility])
         try:
             beat = await renewal(worker, control, held)
-            control.last_renewal = asked_at
         except WorkhorseError as error:
-            silent_for = time.monotonic() - control.last_renewal
+            now = time.monotonic()
             log.warning(
                 "worker %s: lease renewal failed (%s); no renewal landed for %.1fs",
                 worker.id,
                 error.cause,
-                silent_for,
+                now - control.last_renewal,
             )
-            if silent_for >= worker.visibility:
-                lose(worker, held)
+            lose(worker, [h for h in held if now >= h.renewed_at + worker.visibility])
+            retry_at = now + worker.heartbeat_interval / 2
             continue
+        control.last_renewal = asked_at
+        for h in held:
+            h.renewed_at = max(h.renewed_at, asked_at)
         if not beat.registered:
             await register(worker, control)
         for h in held:
@@ -112,29 +120,47 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
             check_body_loop(worker, watch, held)
 
 
+async def _rest(control: Control, seconds: float) -> bool:
+    """Sleep until the next beat is due (True), or until a cancel asks for one now (True), or
+    until a claim took leases (False: compute the schedule again)."""
+    control.leased.clear()
+    if seconds <= 0:
+        return True
+    beat = asyncio.ensure_future(control.beat.wait())
+    leased = asyncio.ensure_future(control.leased.wait())
+    try:
+        await asyncio.wait({beat, leased}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        beat.cancel()
+        leased.cancel()
+    return control.beat.is_set() or not control.leased.is_set()
+
+
 def lose(worker: Worker, held: list[Held]) -> None:
-    """No renewal landed for a whole visibility window: every held lease may have lapsed and
-    been claimed by another worker, so every held run is cancelled and writes nothing."""
+    """These leases' windows closed with no renewal landed: each may have lapsed and been
+    claimed by another worker, so each run is cancelled and writes nothing."""
     for h in held:
         worker._cancel_run(h, "lease lost")
 
 
 async def renewal(worker: Worker, control: Control, held: list[Held]) -> Beat:
-    """One renewal of ``held``, answered or failed by the end of the visibility window.
+    """One renewal of ``held``, answered or failed by the time the first of their windows closes.
 
     The window is measured here, not by the statement: a connection that went silent (a
     half-open TCP session, a stalled server) neither answers nor fails, and the kernel may take
     a quarter of an hour to say so. Its leases lapse on the server meanwhile and another worker
-    may claim the jobs, so when the window closes the statement is abandoned (cancelled in the
-    background) and the caller is told it failed, which cancels the held runs. Past the window
-    (the runs already cancelled), a renewal gets one beat's time to land, so a worker whose
-    database comes back recovers."""
+    may claim the jobs, so when a window closes the statement is abandoned (cancelled in the
+    background) and the caller is told it failed, which cancels the runs whose window closed.
+    Past every window (those runs already cancelled), a renewal gets one beat's time to land,
+    so a worker whose database comes back recovers."""
     call = asyncio.ensure_future(control.heartbeat.heartbeat(worker.id, [h.lease for h in held], worker.visibility))
-    window_left = control.last_renewal + worker.visibility - time.monotonic()
+    now = time.monotonic()
+    closes = [h.renewed_at + worker.visibility for h in held if h.renewed_at + worker.visibility > now]
+    window_left = (min(closes) if closes else control.last_renewal + worker.visibility) - now
     try:
         await asyncio.wait({call}, timeout=window_left if window_left > 0 else worker.heartbeat_interval)
     finally:
-        if not call.done():  # unanswered for the whole window, or the worker is stopping
+        if not call.done():  # unanswered before a window closed, or the worker is stopping
             # Not awaited: on a dead connection psycopg's cancellation can take seconds more, and
             # the runs must be cancelled now. It ends in the background, freeing the connection.
             call.cancel()

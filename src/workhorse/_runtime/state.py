@@ -43,6 +43,7 @@ class Held:
     lease: Lease
     slot_queue: str
     worker: Worker
+    renewed_at: float  # monotonic time the statement that last set its lease was sent (claim or renewal)
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
@@ -75,4 +76,5 @@ class Control:
     settles: asyncio.Queue[tuple[Held, Verdict]]
     last_renewal: float = field(default_factory=time.monotonic)
     beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
+    leased: asyncio.Event = field(default_factory=asyncio.Event)  # set: a claim took leases (reschedule the beat)
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set: a run has a report to write
