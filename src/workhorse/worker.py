@@ -524,10 +524,13 @@ class Worker:
     def _start(self, control: Control, claimed: list[Claimed], asked_at: float) -> None:
         """Take a claimed batch into the worker: its runs start as far as slots allow, the rest wait
         in the buffer (holding their leases, taken when the claim was sent) until a slot frees."""
+        with self._lock:
+            was_idle = all(h.settled for h in self._held.values())  # as the heartbeat counts "held"
         for c in claimed:
             self._buffer[c.queue].append(self._hold(c, asked_at))
         self.stats.claimed += len(claimed)
-        control.leased.set()
+        if was_idle:  # the heartbeat slept on the idle schedule; leases held already set an earlier beat
+            control.leased.set()
         self._fill(control)
 
     def _fill(self, control: Control) -> None:
