@@ -251,19 +251,25 @@ async def test_per_queue_concurrency_is_respected(app: App) -> None:
     assert 1 <= running["max"] <= 2  # never more than the queue allows (exactly 2 is timing-dependent)
 
 
-async def test_operator_cancel_stops_a_running_body(app: App) -> None:
-    started = asyncio.Event()
-    cancelled = asyncio.Event()
+def thirty_seconds(app: App) -> tuple[Any, asyncio.Event, asyncio.Event]:
+    """A job whose body runs 30 s unless cancelled; the events say it started and was cancelled."""
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     @app.job(tenant="none")
-    async def long(ctx: JobContext, payload: None) -> None:
+    async def long(ctx: JobContext, payload: None) -> str:
         started.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
             cancelled.set()
             raise
+        return "late"
 
+    return long, started, cancelled
+
+
+async def test_operator_cancel_stops_a_running_body(app: App) -> None:
+    long, started, cancelled = thirty_seconds(app)
     ref = await long.enqueue(None)
     worker = app.worker(visibility_timeout="1s", handle_signals=False)
     task = asyncio.create_task(worker.run())
@@ -430,18 +436,7 @@ async def test_a_whole_window_without_a_landed_renewal_cancels_the_run(
         return await original(self, *args)
 
     monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    @app.job(tenant="none")
-    async def slow(ctx: JobContext, payload: None) -> str:
-        started.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "late"
-
+    slow, started, cancelled = thirty_seconds(app)
     ref = await slow.enqueue(None)
     worker = app.worker(concurrency=1, visibility_timeout="1.5s", drain_timeout="0.2s", handle_signals=False)
     task = asyncio.create_task(worker.run())
