@@ -70,6 +70,7 @@ PREFETCH_MAX = 10  # and never more than this many times its slots
 # Short bodies keep a few settle batches in flight (each lingers, then takes a round trip), so a
 # bound of one batch of slots would stall the claims behind every settle.
 SETTLE_BACKLOG = 10
+HAND_BACK_TRIES = 4  # a drain hands claimed-ahead jobs back within about a second, or leaves them to lapse
 SWEEP_EVERY = 1.0  # seconds between full claims (lapsed leases, next due) while every claim is full
 BURST_CLAIM_FAILURES = 5  # consecutive failed claims after which a burst run gives up
 IDLE_POLL = 30.0  # seconds between safety-net claims while the LISTEN session is healthy
@@ -488,20 +489,29 @@ class Worker:
                 control.wake.clear()
 
     async def _hand_back(self, control: Control, claimed: list[Claimed]) -> None:
-        """Return jobs claimed but never started, unspent. A miss here is harmless: the lease lapses."""
+        """Return jobs claimed but never started, unspent. Tried HAND_BACK_TRIES times over about a
+        second (a drain should not wait longer); a miss is not a loss, but the jobs wait for their
+        leases to lapse and the claim that takes them back spends an attempt."""
         if not claimed:
             return
-        try:
-            landed = await control.settle.settle([Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed])
-        except WorkhorseError as error:
-            log.warning(
-                "worker %s: could not hand back %d job(s) claimed ahead (%s); they run again once their leases lapse",
-                self.id,
-                len(claimed),
-                error.cause,
-            )
+        settlements = [Settlement(c.id, self.id, c.claims, "interrupted") for c in claimed]
+        for tries in range(1, HAND_BACK_TRIES + 1):
+            try:
+                landed = await control.settle.settle(settlements)
+            except WorkhorseError as error:
+                if tries < HAND_BACK_TRIES:
+                    await asyncio.sleep(0.1 * 2**tries * random.uniform(0.5, 1.0))
+                    continue
+                log.warning(
+                    "worker %s: could not hand back %d job(s) claimed ahead (%s); they run again once their "
+                    "leases lapse",
+                    self.id,
+                    len(claimed),
+                    error.cause,
+                )
+                return
+            self.stats.interrupted += sum(landed)
             return
-        self.stats.interrupted += sum(landed)
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us, and the claim itself says when

@@ -375,6 +375,43 @@ async def test_jobs_claimed_ahead_go_back_unspent_when_the_worker_stops(app: App
     assert stats.interrupted > 0  # the worker did claim ahead of its two slots
 
 
+async def test_a_hand_back_that_fails_for_a_moment_is_tried_again(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain's hand-back of jobs claimed ahead meets two failed round trips: it tries again,
+    and every job not done is back ``ready`` with its attempt unspent."""
+    from workhorse import DatabaseError
+
+    driver_class = type(app.driver)
+    original = driver_class.settle
+    failed = {"n": 0}
+
+    async def flaky(self: Any, settlements: Any) -> Any:
+        if any(s.outcome == "interrupted" for s in settlements) and failed["n"] < 2:
+            failed["n"] += 1
+            raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="test: a dropped round trip", fix="-")
+        return await original(self, settlements)
+
+    monkeypatch.setattr(driver_class, "settle", flaky)
+    done = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def quick(ctx: JobContext, payload: int) -> int:
+        if payload == 100:
+            done.set()
+        await asyncio.sleep(0.001)
+        return payload
+
+    await quick.enqueue_many(list(range(400)))
+    worker = app.worker(concurrency=2, handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(done.wait(), 30)
+    await worker.stop()
+    stats = await task
+    assert failed["n"] == 2 and stats.interrupted > 0
+    jobs = [job for page in [await app.list_jobs(limit=200, state="running")] for job in page.jobs]
+    assert jobs == [], "every job claimed ahead went back"
+    assert stats.claimed == stats.completed + stats.interrupted
+
+
 async def test_claims_stop_while_settles_cannot_land(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     """Finished runs whose settle cannot land hold their leases: past SETTLE_BACKLOG times the
     slots of them, the worker claims nothing more, and once settles land again it drains the rest."""
