@@ -88,7 +88,10 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
         asked_at = time.monotonic()
-        lose(worker, [h for h in held if asked_at >= h.renewed_at + worker.visibility])
+        closed = [h for h in held if asked_at >= h.renewed_at + worker.visibility]
+        if closed:  # their windows closed before this beat: the leases may be another's now
+            lose(worker, closed)
+            held = [h for h in held if asked_at < h.renewed_at + worker.visibility]  # not renewed: left to lapse
         try:
             beat = await renewal(worker, control, held)
         except WorkhorseError as error:
