@@ -169,8 +169,19 @@ def pg_array(values: Iterable[str | int | float | None]) -> str:
     casts to an array type (``%(ids)s::uuid[]``). psycopg adapts a list element by element in
     Python; on the worker's hot path (every claim and settle) that cost about 250 us of client CPU
     per 8-array settle of 24 rows, against one join here. Every element is quoted, so commas,
-    braces, spaces and the word NULL stay data; None is NULL."""
-    return "{" + ",".join(["NULL" if v is None else '"' + str(v).translate(_ARRAY_ESCAPES) + '"' for v in values]) + "}"
+    braces, spaces and the word NULL stay data; None is NULL. Only an element holding a quote or
+    a backslash is escaped: ``str.translate`` costs about a microsecond even when it changes
+    nothing, and ids and numbers never need it."""
+    out: list[str] = []
+    for v in values:
+        if v is None:
+            out.append("NULL")
+            continue
+        text = v if type(v) is str else str(v)
+        if '"' in text or "\\" in text:
+            text = text.translate(_ARRAY_ESCAPES)
+        out.append('"' + text + '"')
+    return "{" + ",".join(out) + "}"
 
 
 async def _on_callers(
