@@ -93,6 +93,45 @@ def test_a_sigkill_in_the_middle_loses_nothing_and_runs_nothing_twice_at_once(
     assert survivor.poll() is None
 
 
+@pytest.mark.parametrize("role", ["claim", "settle", "heartbeat"])
+def test_killing_one_role_connection_mid_drain_loses_nothing(
+    spawn: Spawn, database_url: str, schema: str, role: str
+) -> None:
+    """pg_terminate_backend of the worker's claim, settle or heartbeat session in the middle of a
+    drain: that role reconnects on its own, every job ends done, none ran twice at once, and the
+    process neither dies nor needs a restart."""
+    import asyncio
+
+    import procapp
+
+    async def enqueue() -> None:
+        await procapp.sleeper.enqueue_many([{"sleep": 0.05}] * 300)
+        await procapp.app.close()
+
+    asyncio.run(enqueue())
+    worker = spawn("--concurrency", "10", "--visibility-timeout", "2s", "--no-scheduler")
+    wait_for(lambda: counts(database_url, schema).get("done", 0) >= 60, 60, "some progress")
+
+    def kill() -> int:  # only this test's worker: its sessions last ran a statement on our schema
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            return len(
+                conn.execute(
+                    "select pg_terminate_backend(pid) from pg_stat_activity "
+                    "where application_name = %s and query like %s",
+                    (f"workhorse:{role}", f"%{schema}.%"),
+                ).fetchall()
+            )
+
+    wait_for(lambda: kill() >= 1, 10, f"the worker's {role} session")
+    with psycopg.connect(database_url) as conn:
+        killed_at = conn.execute("select clock_timestamp()").fetchone()[0]  # type: ignore[index]
+    wait_for(lambda: counts(database_url, schema).get("done", 0) == 300, 60, "every job done")
+    assert overlaps(database_url, schema, killed_at) == 0
+    assert worker.poll() is None
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+
+
 def test_a_body_that_blocks_the_event_loop_keeps_its_lease(
     spawn: Spawn, database_url: str, schema: str, tmp_path: object
 ) -> None:
