@@ -64,7 +64,7 @@ log = logging.getLogger("workhorse.worker")
 CLAIM_COALESCE = 0.0005  # seconds a busy worker waits for more slots to free before claiming
 PREFETCH_BELOW = 0.05  # seconds: bodies shorter than this on average let the worker claim ahead
 PREFETCH_WINDOW = 0.1  # seconds of work a worker may hold claimed ahead of its slots
-PREFETCH_MAX = 10  # and never more than this many times its slots
+PREFETCH_MAX = 30  # and never more than this many times its slots (with 1 ms bodies: 30 ms of wall work)
 # Finished runs waiting for their settle, in multiples of the slots, beyond which the worker stops
 # claiming: a settle connection that is slow or down must not let it take leases it cannot settle.
 # Short bodies keep a few settle batches in flight (each lingers, then takes a round trip), so a
