@@ -298,7 +298,10 @@ class Worker:
             def wake() -> None:
                 control.loop.call_soon_threadsafe(control.wake.set)
 
-            unsubscribe = claim.subscribe(wake)
+            def beat() -> None:
+                control.loop.call_soon_threadsafe(control.beat.set)
+
+            unsubscribe = claim.subscribe(wake, on_cancel=beat)
         await register(self, control)
         ready.set()
         log.info(

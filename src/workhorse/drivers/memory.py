@@ -320,27 +320,37 @@ class MemoryDriver:
         self._events: list[_EventRow] = []
         self._event_ids = itertools.count(1)
         self._subscribers: list[Callable[[], None]] = []
+        self._cancel_subscribers: list[Callable[[], None]] = []
         self._pauses: dict[str, QueuePause] = {}
         self._counters: dict[_CounterKey, list[int]] = {}
         self._migrated = False
 
-    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Callable[[], None], *, on_cancel: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
         """Call ``callback`` (from any thread) when work may have become due: an enqueue, or a publish
-        that woke runs — what NOTIFY does for Postgres workers. Answers the unsubscribe function."""
+        that woke runs — what NOTIFY does for Postgres workers; and ``on_cancel`` when an operator
+        cancelled a running job (the ``beat:<queue>`` NOTIFY: its worker should renew now and find
+        it gone). Answers the unsubscribe function."""
         with self._lock:
             self._subscribers.append(callback)
+            if on_cancel is not None:
+                self._cancel_subscribers.append(on_cancel)
 
         def unsubscribe() -> None:
             with self._lock:
                 if callback in self._subscribers:
                     self._subscribers.remove(callback)
+                if on_cancel in self._cancel_subscribers:
+                    self._cancel_subscribers.remove(on_cancel)
 
         return unsubscribe
 
-    def _notify(self) -> None:
-        """Call the subscribers, outside the lock; one that fails never fails the statement."""
+    def _notify(self, *, cancelled: bool = False) -> None:
+        """Call the subscribers (``cancelled``: the cancel subscribers), outside the lock; one that
+        fails never fails the statement."""
         with self._lock:
-            callbacks = list(self._subscribers)
+            callbacks = list(self._cancel_subscribers if cancelled else self._subscribers)
         for callback in callbacks:
             try:
                 callback()
@@ -622,8 +632,12 @@ class MemoryDriver:
             r = self._find(job_id)
             if r.state not in LIVE_STATES:
                 raise refusals.not_cancellable(job_id, r.reported_state(now))
+            was_running = r.state == "running"
             r.cancelled(now)
-            return r.job(now)
+            job = r.job(now)
+        if was_running:
+            self._notify(cancelled=True)
+        return job
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
         with self._lock:
@@ -702,6 +716,7 @@ class MemoryDriver:
             now = self._now()
             movable = self._movable(verb, filters, now)
             moved = movable[: max(limit, 0)]
+            stopped = verb == "cancel" and not dry_run and any(r.state == "running" for r in moved)
             if not dry_run:
                 for r in moved:
                     if verb == "requeue":
@@ -715,6 +730,8 @@ class MemoryDriver:
                         r.cancelled(now)
         if moved and not dry_run and verb in ("requeue", "promote"):
             self._notify()
+        if stopped:
+            self._notify(cancelled=True)
         return BulkResult(verb=verb, affected=len(moved), remaining=len(movable) - len(moved), dry_run=dry_run)
 
     async def pause_queue(self, queue: str, reason: str | None) -> QueuePause:

@@ -1,5 +1,6 @@
-"""An operator's cancel of a running job NOTIFYs its queue (``beat:<queue>``): the worker holding
-it renews at once, finds the claim gone and cancels the body — in well under its 10 s heartbeat."""
+"""An operator's cancel of a running job NOTIFYs its queue (``beat:<queue>``; the memory driver
+calls its cancel subscribers): the worker holding it renews at once, finds the claim gone and
+cancels the body — in well under its 10 s heartbeat. On both drivers."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ HEARTBEAT = 10.0  # a 30 s visibility window renews every 10 s: the wake must be
 WITHIN = 3.0
 
 
-async def cancelled_within(pg_app: App, cancel: Callable[[str], Awaitable[object]]) -> float:
+async def cancelled_within(app: App, cancel: Callable[[str], Awaitable[object]]) -> float:
     started = asyncio.Event()
     stopped = asyncio.Event()
 
-    @pg_app.job(name="runaway", queue="rq", tenant="none")
+    @app.job(name="runaway", queue="rq", tenant="none")
     async def runaway(ctx: JobContext, payload: None) -> None:
         started.set()
         try:
@@ -29,7 +30,7 @@ async def cancelled_within(pg_app: App, cancel: Callable[[str], Awaitable[object
             raise
 
     ref = await runaway.enqueue(None)
-    worker = pg_app.worker(visibility_timeout="30s", handle_signals=False)
+    worker = app.worker(visibility_timeout="30s", handle_signals=False)
     task = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(started.wait(), 10)
@@ -41,21 +42,21 @@ async def cancelled_within(pg_app: App, cancel: Callable[[str], Awaitable[object
     finally:
         await worker.stop()
         await task
-    job = await pg_app.get_job(ref.id)
+    job = await app.get_job(ref.id)
     assert job is not None and job.state == "cancelled"
     assert worker.stats.completed == 0 and worker.stats.settle_missed == 0
     return took
 
 
 @pytest.mark.parametrize("how", ["one", "bulk"])
-async def test_a_cancelled_running_body_stops_at_once(pg_app: App, how: str) -> None:
+async def test_a_cancelled_running_body_stops_at_once(app: App, how: str) -> None:
     async def one(job_id: str) -> object:
-        return await pg_app.admin.cancel(job_id)
+        return await app.admin.cancel(job_id)
 
     async def bulk(job_id: str) -> object:
-        done = await pg_app.admin.cancel_many(state="running", queue="rq")
+        done = await app.admin.cancel_many(state="running", queue="rq")
         assert (done.affected, done.remaining) == (1, 0)
         return done
 
-    took = await cancelled_within(pg_app, one if how == "one" else bulk)
+    took = await cancelled_within(app, one if how == "one" else bulk)
     assert took < WITHIN, f"the body stopped {took:.1f}s after the cancel: the heartbeat, not the wake, found it"
