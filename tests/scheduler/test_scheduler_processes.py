@@ -150,21 +150,37 @@ def dedicated_database(database_url: str) -> Iterator[str]:
 
 def statement_times(admin_url: str, name: str, seconds: float) -> list[tuple[str, float, str]]:
     """(role, seconds since the call, statement head) of each statement workhorse connections ran
-    on database ``name``: pg_stat_activity sampled every 20 ms, a statement seen as a new query_start."""
+    on database ``name``: pg_stat_activity sampled every 20 ms, a statement seen as a new query_start.
+
+    One statement sent with the extended protocol is three messages (Parse, Bind, Execute), and
+    the server stamps query_start anew for each. On a loaded machine planning can take tens of
+    milliseconds, so a sample can catch a statement at Parse and the next at Execute: a new
+    query_start on a backend last seen *active* on the same statement, without an idle sample
+    between, is the same statement."""
     seen: set[tuple[int, object]] = set()
+    active: dict[int, tuple[object, str]] = {}  # pid -> (query_start, head) last seen running
     found: list[tuple[str, float, str]] = []
     started = time.monotonic()
     with psycopg.connect(admin_url, autocommit=True) as conn:
         while time.monotonic() - started < seconds:
             rows = conn.execute(
-                "select pid, application_name, query_start, left(ltrim(query), 40) from pg_stat_activity "
+                "select pid, application_name, query_start, state, left(ltrim(query), 40) from pg_stat_activity "
                 "where datname = %s and application_name like 'workhorse:%%' and query_start is not null",
                 (name,),
             ).fetchall()
-            for pid, role, query_start, head in rows:
-                if (pid, query_start) not in seen:
-                    seen.add((pid, query_start))
-                    found.append((role, time.monotonic() - started, " ".join(head.split())))
+            for pid, role, query_start, state, text in rows:
+                head = " ".join(text.split())
+                running = active.get(pid)
+                if state == "active":
+                    active[pid] = (query_start, head)
+                else:
+                    active.pop(pid, None)
+                if (pid, query_start) in seen:
+                    continue
+                seen.add((pid, query_start))
+                if running is not None and running[1] == head and query_start - running[0] < timedelta(seconds=0.2):
+                    continue  # a later protocol message of the statement already counted
+                found.append((role, time.monotonic() - started, head))
             time.sleep(0.02)
     return found
 
