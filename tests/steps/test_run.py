@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from workhorse import (
 )
 from workhorse._runtime import listener as listener_module
 from workhorse.drivers.base import StepFence
+from workhorse.drivers.memory import MemoryDriver
 
 
 async def test_a_step_result_is_stored_and_a_later_attempt_replays_it(app: App) -> None:
@@ -283,9 +285,16 @@ async def test_a_cancelled_attempt_writes_no_step(app: App) -> None:
 async def test_a_step_that_finds_its_lease_gone_raises_lease_lost_and_the_attempt_writes_nothing(
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The step's own fence is under test: keep the cancel's `beat:` NOTIFY from making the worker's
-    # heartbeat find the lost claim first (it would cancel the body before the step writes).
+    # The step's own fence is under test: keep the cancel's `beat:` NOTIFY (on the memory driver,
+    # its cancel subscriber) from making the worker's heartbeat find the lost claim first (it
+    # would cancel the body before the step writes).
     monkeypatch.setattr(listener_module, "WAKE_BEAT", "never-sent:")
+    subscribe = MemoryDriver.subscribe
+
+    def without_cancel_wake(self: MemoryDriver, callback: Callable[[], None], **_: object) -> Callable[[], None]:
+        return subscribe(self, callback)
+
+    monkeypatch.setattr(MemoryDriver, "subscribe", without_cancel_wake)
     raised: list[BaseException] = []
 
     @app.job(name="lost", tenant="none")
