@@ -16,27 +16,14 @@ _counter = 0
 
 def new_job_id() -> str:
     """A time-ordered UUID: 48 bits of Unix milliseconds, then a counter and random bits."""
-    global _last_ms, _counter  # noqa: PLW0603 - one generator per process, guarded by _lock
-    with _lock:
-        now_ms = time.time_ns() // 1_000_000  # clock-ok: id ordering only, never a decision
-        if now_ms <= _last_ms:
-            now_ms = _last_ms
-            _counter = (_counter + 1) & 0xFFF
-            if _counter == 0:
-                now_ms += 1
-        else:
-            _counter = _random.getrandbits(11)
-        _last_ms = now_ms
-        rand = _random.getrandbits(62)
-        value = (now_ms << 80) | (0x7 << 76) | (_counter << 64) | (0b10 << 62) | rand
-    digits = f"{value:032x}"
-    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+    return new_job_ids(1)[0]
 
 
 def new_job_ids(count: int) -> list[str]:
-    """``count`` ids in order, as ``count`` calls of new_job_id would give, for half the cost: the
-    clock is read and the lock taken once, and the 48-bit time prefix is formatted once per
-    millisecond rather than once per id."""
+    """``count`` ids in order: the clock is read and the lock taken once, and the 48-bit time
+    prefix is formatted once per millisecond rather than once per id. Within a millisecond the
+    12-bit counter starts at a random value below 2048 and counts up; when it runs out, the ids
+    borrow the next millisecond, so ids drawn in one process always increase."""
     global _last_ms, _counter
     ids: list[str] = []
     getrandbits = _random.getrandbits
