@@ -88,10 +88,8 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
         asked_at = time.monotonic()
-        closed = [h for h in held if asked_at >= h.renewed_at + worker.visibility]
-        if closed:  # their windows closed before this beat: the leases may be another's now
-            lose(worker, closed)
-            held = [h for h in held if asked_at < h.renewed_at + worker.visibility]  # not renewed: left to lapse
+        lost = {h.lease.job_id for h in lose(worker, held, asked_at)}  # windows closed before this beat
+        held = [h for h in held if h.lease.job_id not in lost]  # not renewed: maybe another's lease now
         try:
             beat = await renewal(worker, control, held)
         except WorkhorseError as error:
@@ -102,7 +100,7 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
                 error.cause,
                 now - control.last_renewal,
             )
-            lose(worker, [h for h in held if now >= h.renewed_at + worker.visibility])
+            lose(worker, held, now)
             retry_at = now + worker.heartbeat_interval / 2
             continue
         control.last_renewal = asked_at
@@ -139,11 +137,14 @@ async def _rest(control: Control, seconds: float) -> bool:
     return control.beat.is_set() or not control.leased.is_set()
 
 
-def lose(worker: Worker, held: list[Held]) -> None:
-    """These leases' windows closed with no renewal landed: each may have lapsed and been
-    claimed by another worker, so each run is cancelled and writes nothing."""
-    for h in held:
+def lose(worker: Worker, held: list[Held], now: float) -> list[Held]:
+    """Cancel the runs of ``held`` whose lease window closed by ``now`` with no renewal landed:
+    each lease may have lapsed and been claimed by another worker, so the run writes nothing.
+    Answers those runs."""
+    closed = [h for h in held if now >= h.renewed_at + worker.visibility]
+    for h in closed:
         worker._cancel_run(h, "lease lost")
+    return closed
 
 
 async def renewal(worker: Worker, control: Control, held: list[Held]) -> Beat:
