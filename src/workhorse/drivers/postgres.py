@@ -205,6 +205,15 @@ def _numbered(statement: str) -> str:
     return re.sub("%s", lambda _: f"${next(count)}", statement)
 
 
+def _wire_text(value: str | int | bool | None) -> bytes | None:
+    """One parameter in PostgreSQL's text format: a boolean as t/f, None as NULL."""
+    if value is None:
+        return None
+    if value is True or value is False:
+        return b"t" if value else b"f"
+    return str(value).encode()
+
+
 def _plain(job: NewJob) -> bool:
     """No key and due now: INSERT_READY carries it."""
     return job.key is None and job.run_at is None and not job.delay
@@ -398,7 +407,6 @@ class PostgresDriver:
         self._hot: list[psycopg.AsyncConnection[dict[str, Any]]] = []  # see HOT_CONNECTIONS
         self._returns = 0
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
-        self._channel_wire = self.channel.encode()
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -590,18 +598,9 @@ class PostgresDriver:
         raise _key_race()
 
     def _ready_wire(self, job: NewJob) -> list[bytes | None]:
-        """INSERT_READY's parameters as text for the wire (every pool connection speaks UTF-8)."""
-        return [
-            job.id.encode(),
-            job.name.encode(),
-            job.queue.encode(),
-            None if job.tenant is None else job.tenant.encode(),
-            str(job.priority).encode(),
-            job.payload.encode(),
-            str(job.max_attempts).encode(),
-            b"t" if job.dead_letter else b"f",
-            self._channel_wire,
-        ]
+        """INSERT_READY's parameters (``_ready_params``) as text for the wire: every pool
+        connection speaks UTF-8, and each parameter is cast to its type in the statement."""
+        return [_wire_text(value) for value in self._ready_params(job)]
 
     def _ready_params(self, job: NewJob) -> tuple[Any, ...]:
         """INSERT_READY's parameters, in its order."""
