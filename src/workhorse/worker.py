@@ -501,20 +501,19 @@ class Worker:
         for tries in range(1, HAND_BACK_TRIES + 1):
             try:
                 landed = await control.settle.settle(settlements)
+                break
             except WorkhorseError as error:
-                if tries < HAND_BACK_TRIES:
-                    await asyncio.sleep(0.1 * 2**tries * random.uniform(0.5, 1.0))
-                    continue
-                log.warning(
-                    "worker %s: could not hand back %d job(s) claimed ahead (%s); they run again once their "
-                    "leases lapse",
-                    self.id,
-                    len(claimed),
-                    error.cause,
-                )
-                return
-            self.stats.interrupted += sum(landed)
-            return
+                if tries == HAND_BACK_TRIES:
+                    log.warning(
+                        "worker %s: could not hand back %d job(s) claimed ahead (%s); they run again once "
+                        "their leases lapse",
+                        self.id,
+                        len(claimed),
+                        error.cause,
+                    )
+                    return
+                await asyncio.sleep(0.1 * 2**tries * random.uniform(0.5, 1.0))
+        self.stats.interrupted += sum(landed)
 
     def _poll_delay(self, listener: Listener | None) -> float:
         """Poll rarely while LISTEN is healthy (a notify wakes us, and the claim itself says when
