@@ -444,7 +444,7 @@ async def test_claims_stop_while_settles_cannot_land(app: App, monkeypatch: pyte
 
 @pytest.mark.parametrize("outage", ["fails", "hangs"])
 async def test_a_whole_window_without_a_landed_renewal_cancels_the_run(
-    app: App, monkeypatch: pytest.MonkeyPatch, outage: str
+    app: App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, outage: str
 ) -> None:
     """The database stops renewing leases: every renewal fails at once, or never answers (a
     connection gone silent, no error). Either way, a visibility window after the last renewal
@@ -497,6 +497,9 @@ async def test_a_whole_window_without_a_landed_renewal_cancels_the_run(
     job = await app.get_job(ref.id)
     assert job is not None and job.state in ("running", "ready") and job.result is None
     assert worker.stats.completed == worker.stats.failed == worker.stats.retried == 0
+    # The log says why: the renewal failed, or (LEASE_RENEWAL_UNANSWERED) it never answered.
+    said = "test: the server went away" if outage == "fails" else "no answer within the visibility window (1.5s)"
+    assert f"lease renewal failed ({said}" in caplog.text
 
 
 async def test_a_control_loop_that_fails_unexpectedly_starts_again(

@@ -172,7 +172,8 @@ async def renewal(worker: Worker, control: Control, held: list[Held]) -> Beat:
     if not call.done() or call.cancelled():
         raise DatabaseError(
             code="LEASE_RENEWAL_UNANSWERED",
-            cause=f"the lease renewal had no answer within the visibility window ({worker.visibility:g}s)",
+            # logged as "lease renewal failed (<cause>)"
+            cause=f"no answer within the visibility window ({worker.visibility:g}s)",
             fix="check the network path to PostgreSQL and the server's load; the jobs run again elsewhere",
         )
     return call.result()
