@@ -1,0 +1,410 @@
+"""The verdict, from the ledger and the conductor's event log, never from the queue's own account
+of who ran what. Pure functions over the rows read at the end.
+
+**Runs.** A run is a ``start`` row and, normally, its end row (same ``run_id``). A run with no
+end row ends, for the checks below, when its process died (its SIGKILL, else its observed exit);
+a run whose process lived on with no end row is *open* (reported; it ends at infinity).
+
+**Lost.** A job is lost when it is not terminal (``done`` or ``dead``) at the end, or ``done``
+with no ``ok`` end row in the ledger. A ``done`` job whose ``ok`` row is for an attempt other
+than the queue's final one is listed apart (``final_attempt_unrecorded``).
+
+**Concurrent duplicates and frozen overlaps.** Two runs of one job overlap when the later one
+starts before the earlier one ended. Two independent detections:
+
+* *interval*: from the ledger's times alone, every pair of runs of a job;
+* *lock*: the body's ``pg_try_advisory_lock`` found the job's lock held, and the holder's
+  ``/proc`` state was read at that moment.
+
+An overlap is a *frozen overlap* (reported, not a failure) when the earlier run's process was
+stopped (SIGSTOP) at any moment between the earlier run's start and the later run's start: its
+lease lapsed while it was frozen, the queue rightly handed the job on, and the frozen body (or,
+after the thaw, the few milliseconds before its worker cancels it) is a zombie. A lock holder in
+state ``stopped`` is the same case. Any other overlap is a *concurrent duplicate*: both
+processes live and the queue gave one job to two of them at once. A lock held by a process that
+is ``gone`` (its session not yet ended by the server) is counted as ``stale_locks``, not a duplicate.
+False positives are kept out by the design of the ledger: the lock is taken before the start row
+and released after the end row, and the next run of a job can only be claimed once the previous
+body returned (it is settled after that) or its lease lapsed; end rows carry the moment the
+work stopped, not the moment the row was written. False negatives: a restart ends every ledger
+session and releases their locks, so a duplicate right after a restart is caught by the
+interval check only.
+
+**Stale starts.** Start rows whose lease was not this run's at the moment the row was written
+(the job's row was not ``running`` under this worker and attempt, or its ``lease_expires_at`` had
+passed). A freeze between the worker's check and the insert can make one legitimately, so they
+are reported and listed, never a failure.
+
+**Reruns and their causes.** Every run of a job after its first, classified by the previous
+run (``prev``) and what happened between ``prev``'s start and this run's start, first match wins:
+``failed_once`` (``prev`` ended ``fail``, the deliberate failure), ``after_sigkill`` (``prev``'s
+process was SIGKILLed), ``after_freeze`` (``prev``'s process, or this run's, was stopped),
+``after_sigterm`` (``prev``'s process was SIGTERMed: a drain should hand back, so rare),
+``after_exit`` (``prev``'s process exited on its own), ``after_restart``, ``after_session_terminated``,
+else ``unexplained``. ``reruns_after_completed_body`` counts those whose ``prev`` ended ``ok``: the
+body had finished, so only its settle was missing.
+
+**Recovery times** (seconds, per fault kind, p50 and max over the faults of that kind), measured
+from the fault (for a restart: from the moment the server accepted connections again):
+``first_done``: to the next ``ok`` end row of any job; ``held_done``: to the moment every job the
+victim held at the fault (its ``running`` rows, claimed-ahead ones included; for a termination or a
+restart, every running job) was done: its first ``ok`` end row after the fault (anywhere, the
+victim included), or its ``finished_at`` when it was already through its body or ended ``dead``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from soak.events import Event
+from soak.fleet import Member
+
+FAULT_KINDS = ("sigkill", "sigstop", "sigterm", "terminate", "restart")
+DETAILS_SHOWN = 20
+
+
+@dataclass
+class Run:
+    run_id: str
+    job_id: str
+    attempt: int
+    pid: int
+    start: float
+    lock_ok: bool
+    holder_pid: int | None
+    holder_state: str | None
+    lease_ok: bool
+    lease_detail: str
+    end: float | None = None
+    event: str | None = None
+    end_eff: float = math.inf
+
+
+@dataclass(frozen=True)
+class Inputs:
+    jobs: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+    events: list[Event]
+    members: list[Member]
+    visibility: float
+    t0: float  # the chaos phase's start, server clock: details show times relative to it
+
+
+def runs_of(inputs: Inputs) -> dict[str, list[Run]]:
+    """Runs per job, by start time, each with its effective end."""
+    runs: dict[str, Run] = {}
+    ends: dict[str, dict[str, Any]] = {}
+    for row in inputs.ledger:
+        if row["event"] == "start":
+            runs[row["run_id"]] = Run(
+                row["run_id"],
+                row["job_id"],
+                row["attempt"],
+                row["pid"],
+                row["at"],
+                bool(row["lock_ok"]),
+                row["holder_pid"],
+                row["holder_state"],
+                bool(row["lease_ok"]),
+                row["lease_detail"] or "",
+            )
+        else:
+            ends[row["run_id"]] = row
+    members = {m.pid: m for m in inputs.members}
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in runs.values():
+        end = ends.get(run.run_id)
+        if end is not None:
+            run.end, run.event, run.end_eff = end["at"], end["event"], end["at"]
+        elif (member := members.get(run.pid)) is not None and member.died_at is not None:
+            run.end_eff = member.died_at
+        by_job[run.job_id].append(run)
+    for job_runs in by_job.values():
+        job_runs.sort(key=lambda r: r.start)
+    return by_job
+
+
+# -- lost -------------------------------------------------------------------------------------
+
+
+def lost_jobs(jobs: list[dict[str, Any]], by_job: dict[str, list[Run]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The lost jobs (with why), and the done jobs whose ok row is for another attempt."""
+    lost, unrecorded = [], []
+    for job in jobs:
+        runs = by_job.get(job["id"], [])
+        ok_attempts = {r.attempt for r in runs if r.event == "ok"}
+        if job["state"] not in ("done", "dead"):
+            lost.append({"job": job["id"], "n": job["n"], "state": job["state"], "runs": len(runs)})
+        elif job["state"] == "done" and not ok_attempts:
+            lost.append({"job": job["id"], "n": job["n"], "state": "done", "why": "no ok run in the ledger"})
+        elif job["state"] == "done" and job["attempt"] not in ok_attempts:
+            unrecorded.append(job["id"])
+    return lost, unrecorded
+
+
+# -- overlaps ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overlap:
+    job_id: str
+    first: str  # run id (or "pid:<holder>" when the lock holder's run is not in the ledger)
+    second: str
+    kind: str  # duplicate or frozen
+    found_by: str  # interval or lock
+    pids: tuple[int | None, int]
+    at: float
+    seconds: float  # how long they overlapped (inf: the first run never ended)
+
+
+def overlaps(by_job: dict[str, list[Run]], members: dict[int, Member]) -> tuple[list[Overlap], int]:
+    """Every overlap, by either detection (one entry per pair of runs), and the stale locks."""
+    found: dict[tuple[str, str], Overlap] = {}
+    stale_locks = 0
+    for job_id, runs in by_job.items():
+        for i, first in enumerate(runs):
+            for second in runs[i + 1 :]:
+                if second.start < first.end_eff:
+                    kind = _overlap_kind(first, second, members)
+                    found[(first.run_id, second.run_id)] = Overlap(
+                        job_id,
+                        first.run_id,
+                        second.run_id,
+                        kind,
+                        "interval",
+                        (first.pid, second.pid),
+                        second.start,
+                        min(first.end_eff, second.end_eff) - second.start,
+                    )
+        for second in runs:
+            if second.lock_ok or second.holder_state in (None, "released", "foreign"):
+                continue
+            if second.holder_state == "gone":
+                stale_locks += 1
+                continue
+            first_run = _holder_run(runs, second)
+            key = (first_run.run_id if first_run else f"pid:{second.holder_pid}", second.run_id)
+            if key in found:
+                continue
+            kind = "frozen" if second.holder_state == "stopped" else _lock_kind(first_run, second, members)
+            end = first_run.end_eff if first_run else math.inf
+            found[key] = Overlap(
+                job_id, key[0], key[1], kind, "lock", (second.holder_pid, second.pid), second.start, end - second.start
+            )
+    return list(found.values()), stale_locks
+
+
+def _overlap_kind(first: Run, second: Run, members: dict[int, Member]) -> str:
+    member = members.get(first.pid)
+    return "frozen" if member is not None and member.stopped_during(first.start, second.start) else "duplicate"
+
+
+def _holder_run(runs: list[Run], second: Run) -> Run | None:
+    earlier = [r for r in runs if r.pid == second.holder_pid and r.start <= second.start and r is not second]
+    return earlier[-1] if earlier else None
+
+
+def _lock_kind(first: Run | None, second: Run, members: dict[int, Member]) -> str:
+    holder = members.get(second.holder_pid) if second.holder_pid is not None else None
+    since = first.start if first is not None else second.start - 3600
+    if holder is not None and holder.stopped_during(since, second.start):
+        return "frozen"
+    return "duplicate"
+
+
+# -- reruns -----------------------------------------------------------------------------------
+
+
+def rerun_causes(
+    by_job: dict[str, list[Run]], members: dict[int, Member], events: list[Event]
+) -> tuple[Counter[str], Counter[str], list[tuple[Run, Run]]]:
+    """Causes of every rerun; the same for reruns after a completed body; the unexplained pairs."""
+    causes: Counter[str] = Counter()
+    after_ok: Counter[str] = Counter()
+    unexplained = []
+    restarts = [(e.t, float(e.detail.get("up_at", e.t))) for e in events if e.kind == "restart"]
+    terminations = [e.t for e in events if e.kind == "terminate"]
+    for runs in by_job.values():
+        for prev, cur in itertools.pairwise(runs):
+            cause = _cause(prev, cur, members, restarts, terminations)
+            causes[cause] += 1
+            if prev.event == "ok":
+                after_ok[cause] += 1
+            if cause == "unexplained":
+                unexplained.append((prev, cur))
+    return causes, after_ok, unexplained
+
+
+def _cause(
+    prev: Run,
+    cur: Run,
+    members: dict[int, Member],
+    restarts: list[tuple[float, float]],
+    terminations: list[float],
+) -> str:
+    if prev.event == "fail":
+        return "failed_once"
+    a, b = prev.start, cur.start
+    was, now = members.get(prev.pid), members.get(cur.pid)
+    if was is not None and was.killed_at is not None and a <= was.killed_at <= b:
+        return "after_sigkill"
+    if (was is not None and was.stopped_during(a, b)) or (now is not None and now.stopped_during(a, b)):
+        return "after_freeze"
+    if was is not None and was.termed_at is not None and a <= was.termed_at <= b:
+        return "after_sigterm"
+    if was is not None and was.exited_at is not None and a <= was.exited_at <= b:
+        return "after_exit"
+    if any(start <= b and up >= a for start, up in restarts):
+        return "after_restart"
+    if any(a <= t <= b for t in terminations):
+        return "after_session_terminated"
+    return "unexplained"
+
+
+# -- recovery ---------------------------------------------------------------------------------
+
+
+def recovery(inputs: Inputs, by_job: dict[str, list[Run]]) -> dict[str, dict[str, Any]]:
+    ok_ends = sorted(r.end for runs in by_job.values() for r in runs if r.event == "ok" and r.end is not None)
+    finished = {j["id"]: j["finished_at"] for j in inputs.jobs}
+    first_done: dict[str, list[float]] = defaultdict(list)
+    held_done: dict[str, list[float]] = defaultdict(list)
+    unfinished: Counter[str] = Counter()
+    for e in chaos_events(inputs.events):
+        ref = float(e.detail.get("up_at", e.t))
+        i = bisect.bisect_right(ok_ends, ref)
+        if i < len(ok_ends):
+            first_done[e.kind].append(ok_ends[i] - ref)
+        held = e.detail.get("held")
+        if held is None:
+            continue
+        times = [_done_after(by_job.get(job, []), finished.get(job), e.t) for job in held]
+        if any(t is None for t in times):
+            unfinished[e.kind] += 1
+        done = [t for t in times if t is not None]
+        held_done[e.kind].append(max([ref, *done]) - ref)
+    out: dict[str, dict[str, Any]] = {}
+    for kind in FAULT_KINDS:
+        if first_done.get(kind) or held_done.get(kind):
+            out[kind] = {
+                "first_done": _p50_max(first_done.get(kind, [])),
+                "held_done": _p50_max(held_done.get(kind, [])),
+            }
+            if unfinished[kind]:
+                out[kind]["held_never_done"] = unfinished[kind]
+    return out
+
+
+def _done_after(runs: list[Run], finished_at: float | None, t: float) -> float | None:
+    later = [r.end for r in runs if r.event == "ok" and r.end is not None and r.end > t]
+    if later:
+        return min(later)
+    return finished_at
+
+
+def _p50_max(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p50": None, "max": None}
+    return {"n": len(values), "p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+def chaos_events(events: list[Event]) -> list[Event]:
+    """The injected faults (not the end-of-soak SIGTERMs, which carry a ``why``)."""
+    return [e for e in events if e.kind in FAULT_KINDS and "why" not in e.detail]
+
+
+# -- the report -------------------------------------------------------------------------------
+
+
+def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The summary (for the JSON line) and the details (for stderr and report.json)."""
+    members = {m.pid: m for m in inputs.members}
+    by_job = runs_of(inputs)
+    lost, unrecorded = lost_jobs(inputs.jobs, by_job)
+    found, stale_locks = overlaps(by_job, members)
+    causes, after_ok, unexplained = rerun_causes(by_job, members, inputs.events)
+    all_runs = [r for runs in by_job.values() for r in runs]
+    stale = [r for r in all_runs if not r.lease_ok]
+    open_runs = [r for r in all_runs if r.end is None and math.isinf(r.end_eff)]
+    faults = Counter(e.kind for e in chaos_events(inputs.events))
+    freezes = [e for e in chaos_events(inputs.events) if e.kind == "sigstop"]
+    states = Counter(j["state"] for j in inputs.jobs)
+    duplicates = [o for o in found if o.kind == "duplicate"]
+    summary = {
+        "jobs": len(inputs.jobs),
+        "done": states.get("done", 0),
+        "dead": states.get("dead", 0),
+        "lost": len(lost),
+        "concurrent_duplicates": len(duplicates),
+        "frozen_overlaps": sum(1 for o in found if o.kind == "frozen"),
+        "stale_starts": len(stale),
+        "stale_locks": stale_locks,
+        "runs": len(all_runs),
+        "open_runs": len(open_runs),
+        "final_attempt_unrecorded": len(unrecorded),
+        "reruns": dict(sorted(causes.items())),
+        "reruns_after_completed_body": dict(sorted(after_ok.items())),
+        "faults": {k: faults.get(k, 0) for k in FAULT_KINDS},
+        "freezes_after_burst": sum(1 for e in freezes if "after_burst" in e.detail),
+        "freezes_with_claimed_ahead": sum(1 for e in freezes if e.detail.get("claimed_ahead")),
+        "recovery_s": recovery(inputs, by_job),
+    }
+    details = {
+        "lost": lost[:DETAILS_SHOWN],
+        "concurrent_duplicates": [_overlap(o, inputs, members) for o in duplicates[:DETAILS_SHOWN]],
+        "frozen_overlaps": [_overlap(o, inputs, members) for o in found if o.kind == "frozen"][:DETAILS_SHOWN],
+        "stale_starts": [_stale(r, inputs, members) for r in stale[:DETAILS_SHOWN]],
+        "unexplained_reruns": [_pair(p, c, inputs, members) for p, c in unexplained[:DETAILS_SHOWN]],
+        "open_runs": [_run(r, inputs, members) for r in open_runs[:DETAILS_SHOWN]],
+        "final_attempt_unrecorded": unrecorded[:DETAILS_SHOWN],
+    }
+    return summary, details
+
+
+def _seq(members: dict[int, Member], pid: int | None) -> int | None:
+    member = members.get(pid) if pid is not None else None
+    return None if member is None else member.seq
+
+
+def _run(r: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
+    end = None if r.end is None else round(r.end - inputs.t0, 3)
+    return {
+        "job": r.job_id,
+        "attempt": r.attempt,
+        "worker": _seq(members, r.pid),
+        "pid": r.pid,
+        "start": round(r.start - inputs.t0, 3),
+        "end": end,
+        "event": r.event,
+    }
+
+
+def _overlap(o: Overlap, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
+    seconds = None if math.isinf(o.seconds) else round(o.seconds, 4)
+    return {
+        "job": o.job_id,
+        "found_by": o.found_by,
+        "workers": [_seq(members, p) for p in o.pids],
+        "pids": list(o.pids),
+        "at": round(o.at - inputs.t0, 3),
+        "overlap_s": seconds,
+    }
+
+
+def _stale(r: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
+    member = members.get(r.pid)
+    since_thaw = None
+    if member is not None and member.stops:
+        thaws = [s[1] for s in member.stops if s[1] <= r.start]
+        since_thaw = round(r.start - max(thaws), 3) if thaws else None
+    return _run(r, inputs, members) | {"lease": r.lease_detail, "s_since_own_thaw": since_thaw}
+
+
+def _pair(prev: Run, cur: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
+    return {"prev": _run(prev, inputs, members), "rerun": _run(cur, inputs, members) | {"lease_ok": cur.lease_ok}}
