@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from workhorse._runtime.clock import lease_clock
 from workhorse._runtime.execute import Run, Verdict, execute
 from workhorse._runtime.heartbeat import heartbeat_loop, register
 from workhorse._runtime.listener import Listener
@@ -351,8 +352,7 @@ class Worker:
         worker has slots still wait for their settle (the settle connection is slow or down: do
         not pile up more), and none while no lease renewal has landed for a whole visibility
         window (every run was cancelled as lease lost; new ones would be too)."""
-        control = self._control
-        if control is not None and time.monotonic() - control.last_renewal >= self.visibility:
+        if self._renewals_stalled():
             return {}  # no renewal landed for a whole window: a lease taken now could not be kept
         with self._lock:
             unsettled = sum(1 for h in self._held.values() if h.slot_released and not h.settled)
@@ -362,6 +362,11 @@ class Worker:
                 q: self.concurrency[q] + self._prefetch(q) - self._busy[q] - len(self._buffer[q]) for q in self.queues
             }
             return {q: n for q, n in room.items() if n > 0}
+
+    def _renewals_stalled(self) -> bool:
+        """No lease renewal has landed for a whole visibility window (by the lease clock)."""
+        control = self._control
+        return control is not None and lease_clock() - control.last_renewal >= self.visibility
 
     def _prefetch(self, queue: str) -> int:
         """Jobs this worker may claim ahead of a free slot: about PREFETCH_WINDOW of work at the
@@ -422,7 +427,7 @@ class Worker:
                 sweep = not lean_wake and (stale or not full)
                 full = False
                 forgotten = self._forgotten
-                asked_at = time.monotonic()
+                asked_at = lease_clock()  # each lease's window runs from the claim's sending
                 try:
                     result = await control.claim.claim(
                         worker_id=self.id, wants=free, names=self._names, visibility=self.visibility, sweep=sweep
@@ -471,6 +476,10 @@ class Worker:
             wait = self._poll_delay(listener)
             if free and due_at is not None:
                 wait = min(wait, max(due_at - time.monotonic(), 0.005))
+            elif not free and self._renewals_stalled():
+                # Claiming is paused until a renewal lands; the heartbeat wakes us when one does,
+                # and we look again every half beat in case that wake-up is missed.
+                wait = min(wait, self.heartbeat_interval / 2)
             if not rested:
                 await self._sleep_or_wake(control, wait)
                 continue
@@ -628,13 +637,28 @@ class Worker:
         def thread_exit() -> None:
             self._post(control, functools.partial(self._thread_exited, control, held))
 
+        def lease_open() -> bool:
+            waited = lease_clock() - held.renewed_at
+            if waited < self.visibility:
+                return True
+            log.warning(
+                "worker %s: job %s (%s) not started: its lease window closed %.1fs after its claim, before "
+                "its turn came (was this process frozen?); it runs again once its lease lapses",
+                self.id,
+                held.lease.job_id,
+                held.run.handle.name,
+                waited,
+            )
+            return False
+
         assert self._pool is not None
-        return await execute(held.run, self._pool, thread_exit)
+        return await execute(held.run, self._pool, thread_exit, lease_open)
 
     def _body_finished(self, control: Control, held: Held, verdict: Verdict) -> None:
         held.body_done = True
-        took = time.monotonic() - held.run.started
-        self._runtime = took if math.isinf(self._runtime) else self._runtime * 0.9 + took * 0.1
+        if held.run.task is not None:  # the body ran (a run cancelled before its turn never started)
+            took = time.monotonic() - held.run.started
+            self._runtime = took if math.isinf(self._runtime) else self._runtime * 0.9 + took * 0.1
         self._release(control, held)
         if verdict.suspended or verdict.outcome is None:
             self._recheck = True  # its row may be due again, or due later: the next claim sweeps

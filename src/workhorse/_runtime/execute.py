@@ -87,9 +87,24 @@ class DeadlinePassed(Exception):
         super().__init__(f"job {name!r} ran past its timeout of {seconds:g}s and was cancelled")
 
 
-async def execute(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) -> Verdict:
-    """Run the body and decide its verdict. Never raises (but for the loop's own CancelledError)."""
+async def execute(
+    run: Run, pool: Executor, on_thread_exit: Callable[[], None], lease_open: Callable[[], bool]
+) -> Verdict:
+    """Run the body and decide its verdict. Never raises (but for the loop's own CancelledError).
+
+    The body is not started at all when the run was cancelled before its turn came (an operator's
+    cancel, a lease found lost, a drain's cut-off) or when ``lease_open`` says its lease window
+    has closed by this process's clock: a run claimed ahead by a process that was then frozen
+    (SIGSTOP, a GC pause, a VM migration, a laptop's sleep) may be another worker's by now. Its
+    verdict is the cancel's (nothing written; a drain's hands it back unspent)."""
     handle, ctx = run.handle, run.ctx
+    if not run.reasons and not lease_open():
+        run.cancel("lease lost")
+    if run.reasons:
+        if not handle.is_async:
+            on_thread_exit()  # no thread was started: its slot is free now
+        ctx.mark_cancelled("finished")
+        return _cancelled_verdict(run)  # a timeout cannot come first: its timer starts with the body
     try:
         value = await _call(run, pool, on_thread_exit)
         if run.reasons:  # a cancel landed but the body swallowed it and returned

@@ -15,6 +15,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from workhorse._runtime.clock import lease_clock
 from workhorse._runtime.state import Control, Held
 from workhorse.drivers.base import Beat, WorkerInfo
 from workhorse.errors import DatabaseError, WorkhorseError
@@ -66,34 +67,37 @@ async def register(worker: Worker, control: Control) -> None:
 async def heartbeat_loop(worker: Worker, control: Control) -> None:
     """One statement per beat renews the registry row and every held lease.
 
-    Each held lease is renewed a beat (a third of the visibility window, at most 10 s) after the
-    statement that last set it, its claim or a renewal, so a job claimed just now gets its first
-    renewal a beat later and two more chances before its window closes. Idle, a beat comes
-    after two thirds of the window, as only the registry row needs it. A cancel's NOTIFY (the
-    listener's ``beat``) brings it forward, so a cancelled body stops now. A failed renewal is
-    tried again half a beat later; a lease whose window closed without one is lost."""
+    Two deadlines, and the beat comes at the earlier one, so no arrival pattern can postpone
+    either: the registry row is renewed two thirds of the visibility window after its last
+    renewal landed (it is all an idle worker needs), and each held lease a beat (a third of the
+    window, at most 10 s) after the statement that last set it, its claim or a renewal. A job
+    claimed just now therefore gets its first renewal a beat later and two more chances before
+    its window closes, and a stream of short claims on an idle worker (each a fresh lease) never
+    pushes the registry's renewal back. A cancel's NOTIFY (the listener's ``beat``) brings the
+    beat forward, so a cancelled body stops now. A failed renewal is tried again half a beat
+    later; a lease whose window closed without one is lost. A renewal that lands after a whole
+    window without one wakes the claim loop, which claimed nothing meanwhile."""
     assert worker._body_loop is not None
     watch = LoopWatch(worker._body_loop)
     retry_at = -math.inf
     while True:
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
+        due = control.last_renewal + worker.visibility * IDLE_BEAT_SHARE
         if held:
-            due = min(h.renewed_at for h in held) + worker.heartbeat_interval
-        else:
-            due = control.last_renewal + worker.visibility * IDLE_BEAT_SHARE
-        if not control.beat.is_set() and not await _rest(control, max(due, retry_at) - time.monotonic()):
+            due = min(due, min(h.renewed_at for h in held) + worker.heartbeat_interval)
+        if not control.beat.is_set() and not await _rest(control, max(due, retry_at) - lease_clock()):
             continue  # a claim took leases: the schedule may have moved
         control.beat.clear()
         with worker._lock:
             held = [h for h in worker._held.values() if not h.settled]
-        asked_at = time.monotonic()
+        asked_at = lease_clock()
         lost = {h.lease.job_id for h in lose(worker, held, asked_at)}  # windows closed before this beat
         held = [h for h in held if h.lease.job_id not in lost]  # not renewed: maybe another's lease now
         try:
             beat = await renewal(worker, control, held)
         except WorkhorseError as error:
-            now = time.monotonic()
+            now = lease_clock()
             log.warning(
                 "worker %s: lease renewal failed (%s); no renewal landed for %.1fs",
                 worker.id,
@@ -103,9 +107,12 @@ async def heartbeat_loop(worker: Worker, control: Control) -> None:
             lose(worker, held, now)
             retry_at = now + worker.heartbeat_interval / 2
             continue
+        paused = lease_clock() - control.last_renewal >= worker.visibility  # the claim loop stopped claiming
         control.last_renewal = asked_at
         for h in held:
             h.renewed_at = max(h.renewed_at, asked_at)
+        if paused:
+            control.wake.set()
         if not beat.registered:
             await register(worker, control)
         for h in held:
@@ -158,7 +165,7 @@ async def renewal(worker: Worker, control: Control, held: list[Held]) -> Beat:
     Past every window (those runs already cancelled), a renewal gets one beat's time to land,
     so a worker whose database comes back recovers."""
     call = asyncio.ensure_future(control.heartbeat.heartbeat(worker.id, [h.lease for h in held], worker.visibility))
-    now = time.monotonic()
+    now = lease_clock()
     closes = [h.renewed_at + worker.visibility for h in held if h.renewed_at + worker.visibility > now]
     window_left = (min(closes) if closes else control.last_renewal + worker.visibility) - now
     try:

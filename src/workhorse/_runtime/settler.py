@@ -10,9 +10,9 @@ import asyncio
 import json
 import logging
 import random
-import time
 from typing import TYPE_CHECKING, Any
 
+from workhorse._runtime.clock import lease_clock
 from workhorse._runtime.execute import Verdict
 from workhorse._runtime.state import Control, Held, WorkerStats
 from workhorse.drivers.base import Buried, Settlement
@@ -41,40 +41,40 @@ async def settle_loop(worker: Worker, control: Control) -> None:
 
 
 async def settle_batch(worker: Worker, control: Control, batch: list[tuple[Held, Verdict]]) -> None:
-    settlements = [
-        Settlement(
-            job_id=h.lease.job_id,
-            worker_id=worker.id,
-            claims=h.lease.claims,
-            outcome=v.outcome,
-            result=v.result,
-            error=v.error,
-            delay=v.delay,
-            progress=h.run.ctx._progress_latest,
-        )
-        for h, v in batch
-        if v.outcome is not None
-    ]
+    """Settle ``batch`` in one statement, retried with back-off while the leases are ours to write.
+
+    Each run is given up only when ITS lease window has passed (``renewed_at``, its claim or its
+    last landed renewal, plus the visibility timeout, on the lease clock): the heartbeat keeps
+    renewing a finished run until its settle lands, so while renewals land the settle is tried
+    again, and a worker-wide figure (the registry's last renewal) says nothing of one lease."""
+    pending = list(batch)  # every verdict here has an outcome to write
+    landed: dict[int, bool] = {}  # id() of a run: its settle landed (False: not ours any more, or given up)
     failures = 0
-    while True:
+    while pending:
         try:
-            landed = await control.settle.settle(settlements)
+            answer = await control.settle.settle([settlement(worker, h, v) for h, v in pending])
+            landed = {id(h): ok for (h, _), ok in zip(pending, answer, strict=True)}
             break
         except WorkhorseError as error:
             failures += 1
-            if time.monotonic() - control.last_renewal > worker.visibility:
+            now = lease_clock()
+            closed = [(h, v) for h, v in pending if now >= h.renewed_at + worker.visibility]
+            if closed:
                 log.error(  # noqa: TRY400 - an expected outage, reported without a traceback
-                    "worker %s: could not settle %d job(s) within a lease window (%s); leaving them to the next claim",
+                    "worker %s: could not settle %d job(s) within their lease windows (%s); leaving them to "
+                    "the next claim",
                     worker.id,
-                    len(batch),
+                    len(closed),
                     error.cause,
                 )
-                landed = [False] * len(settlements)
-                break
+                pending = [(h, v) for h, v in pending if now < h.renewed_at + worker.visibility]
+                if not pending:
+                    break
             delay = min(5.0, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
             log.warning("worker %s: settle failed (%s); retrying in %.1fs", worker.id, error.cause, delay)
             await asyncio.sleep(delay)
-    for (held, verdict), ok in zip(batch, landed, strict=True):
+    for held, verdict in batch:
+        ok = landed.get(id(held), False)
         if not ok or verdict.outcome not in ("done", "dead", "failed"):
             worker._recheck = True  # a retry or a handed-back run may be due (now or later) again
         count(worker.stats, verdict, ok)
@@ -89,6 +89,20 @@ async def settle_batch(worker: Worker, control: Control, batch: list[tuple[Held,
                 held.run.handle.name,
             )
         worker._forget(control, held)
+
+
+def settlement(worker: Worker, held: Held, verdict: Verdict) -> Settlement:
+    assert verdict.outcome is not None  # a run with nothing to write never reaches the settle queue
+    return Settlement(
+        job_id=held.lease.job_id,
+        worker_id=worker.id,
+        claims=held.lease.claims,
+        outcome=verdict.outcome,
+        result=verdict.result,
+        error=verdict.error,
+        delay=verdict.delay,
+        progress=held.run.ctx._progress_latest,
+    )
 
 
 def count(stats: WorkerStats, verdict: Verdict, landed: bool) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from workhorse._runtime.clock import lease_clock
 from workhorse._runtime.execute import Run, Verdict
 from workhorse.drivers.base import Driver, Lease, StepFence
 from workhorse.steps import Steps
@@ -43,7 +43,7 @@ class Held:
     lease: Lease
     slot_queue: str
     worker: Worker
-    renewed_at: float  # monotonic time the statement that last set its lease was sent (claim or renewal)
+    renewed_at: float  # lease_clock() when the statement that last set its lease was sent (claim or renewal)
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
@@ -74,7 +74,7 @@ class Control:
     heartbeat: Driver
     wake: asyncio.Event
     settles: asyncio.Queue[tuple[Held, Verdict]]
-    last_renewal: float = field(default_factory=time.monotonic)
+    last_renewal: float = field(default_factory=lease_clock)  # when the last landed renewal was sent
     beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
     leased: asyncio.Event = field(default_factory=asyncio.Event)  # set: a claim took leases (reschedule the beat)
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set: a run has a report to write
