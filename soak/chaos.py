@@ -198,7 +198,7 @@ class Conductor:
                 if best is None or row["held"] > best[0]:
                     best = (row["held"], member)
                 break
-            time.sleep(0.02)
+            time.sleep(0.005)
         return (best[1] if best else None), False
 
     def _terminate(self) -> None:

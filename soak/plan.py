@@ -6,7 +6,7 @@ Arrivals (``Arrival``), over the whole chaos phase, not one batch:
   half long (50-500 ms).
 * ``steady``: small mixed batches (same bodies as the bulk) every 2-4 s, so the fleet holds
   running jobs whenever a fault comes.
-* ``burst``: every ~20 s a burst of short (0.5-2 ms) jobs. Short bodies let a worker claim
+* ``burst``: every ~30 s a burst of short (0.5-2 ms) jobs. Short bodies let a worker claim
   ahead of its slots (the worker prefetches while its bodies average under 50 ms), so a burst
   leaves jobs *claimed ahead*: held by a worker, leased, not started.
 * ``trickle``: a 50 ms job every ~0.4 s, the arrival pattern that keeps an otherwise idle worker
@@ -31,7 +31,7 @@ from typing import Any
 
 TRICKLE_EVERY = 0.4  # seconds between trickle jobs
 TRICKLE_MS = 50.0
-BURST_EVERY = 20.0  # seconds between bursts, on average
+BURST_EVERY = 30.0  # seconds between bursts, on average
 STEADY_EVERY = (2.0, 4.0)
 FAULT_GAP = (3.0, 7.0)
 FREEZE_S = (2.0, 12.0)

@@ -49,6 +49,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import workhorse
 from soak import sql
 from soak.chaos import Conductor, SoakAborted
 from soak.db import FAILURES, Session
@@ -125,7 +126,11 @@ def parse_args(argv: list[str] | None = None) -> Settings:
 
 
 def src_version() -> str:
-    """The commit of src/ the workers run, ``+dirty(<hash>)`` when the work tree differs from it."""
+    """The commit of src/ the workers run, ``+dirty(<hash>)`` when the work tree differs from it;
+    the directory, when ``workhorse`` is imported from elsewhere (a ``PYTHONPATH`` of an older tree)."""
+    imported = Path(workhorse.__file__).resolve().parent.parent
+    if imported != REPO / "src":
+        return f"imported from {imported}"
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)

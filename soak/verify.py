@@ -50,6 +50,7 @@ from the fault (for a restart: from the moment the server accepted connections a
 victim held at the fault (its ``running`` rows, claimed-ahead ones included; for a termination or a
 restart, every running job) was done: its first ``ok`` end row after the fault (anywhere, the
 victim included), or its ``finished_at`` when it was already through its body or ended ``dead``.
+Faults whose victim held nothing have no ``held_done``; ``n`` says how many faults each figure covers.
 """
 
 from __future__ import annotations
@@ -282,7 +283,7 @@ def recovery(inputs: Inputs, by_job: dict[str, list[Run]]) -> dict[str, dict[str
         if i < len(ok_ends):
             first_done[e.kind].append(ok_ends[i] - ref)
         held = e.detail.get("held")
-        if held is None:
+        if not held:  # unknown (the query failed), or the victim held nothing: no such recovery
             continue
         times = [_done_after(by_job.get(job, []), finished.get(job), e.t) for job in held]
         if any(t is None for t in times):
