@@ -54,6 +54,7 @@ from workhorse.errors import (
     TerminalError,
 )
 from workhorse.events import DEFAULT_TTL, check_event_key, check_event_name
+from workhorse.failures import error_json
 from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
 
@@ -89,12 +90,6 @@ def _check_name(name: Any) -> str:
             fix="await ctx.step.run('charge-card', charge, order_id)",
         )
     return name
-
-
-def _error_json(error: BaseException) -> str:
-    from workhorse._runtime.execute import error_json  # the same shape as a job's last_error
-
-    return error_json(error)
 
 
 class Steps:
@@ -287,7 +282,7 @@ class Steps:
                     position,
                     state="failed",
                     result=None,
-                    error=_error_json(error),
+                    error=error_json(error),  # the same shape as a job's last_error
                     elapsed=time.monotonic() - began,
                     cause=error,
                 )

@@ -12,8 +12,6 @@ write that finds the claim gone (``LeaseLostError``) ends the attempt with nothi
 from __future__ import annotations
 
 import asyncio
-import json
-import traceback
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -22,30 +20,11 @@ from typing import Any
 from workhorse.context import JobContext
 from workhorse.drivers.base import Claimed, Outcome
 from workhorse.errors import JobCancelledError, LeaseLostError, PayloadError, StepError
+from workhorse.failures import error_json
 from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
 from workhorse.retry import Decision, decide
 from workhorse.steps import StepSuspension
-
-TRACEBACK_LIMIT = 8_000
-MESSAGE_LIMIT = 2_000
-
-
-def error_json(error: BaseException) -> str:
-    """``last_error``: the exception type, message and a trimmed traceback."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    if len(text) > TRACEBACK_LIMIT:
-        text = "...\n" + text[-TRACEBACK_LIMIT:]
-    message = str(error)
-    if len(message) > MESSAGE_LIMIT:
-        message = message[:MESSAGE_LIMIT] + "..."
-    return json.dumps(
-        {
-            "type": type(error).__qualname__,
-            "message": message.replace("\x00", ""),
-            "traceback": text.replace("\x00", ""),
-        }
-    )
 
 
 @dataclass(slots=True)
