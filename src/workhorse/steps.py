@@ -33,10 +33,11 @@ import asyncio
 import inspect
 import itertools
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from workhorse.drivers.base import Driver, StepAnswer, StepFence, StepRecord
 from workhorse.durations import Duration, to_seconds
@@ -57,9 +58,6 @@ from workhorse.events import DEFAULT_TTL, check_event_key, check_event_name
 from workhorse.failures import error_json
 from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
-
-if TYPE_CHECKING:
-    from workhorse.context import JobContext
 
 T = TypeVar("T")
 MAX_STEP_NAME = 200
@@ -82,6 +80,24 @@ class StepSuspension(BaseException):
         self.wake_at = answer.wake_at
 
 
+class StepContext(Protocol):
+    """What the steps of a run need of its context (a ``JobContext``): the job's name and logger,
+    its cancellation, and the flag that tells the heartbeat a suspending statement is in flight."""
+
+    name: str
+    logger: logging.Logger
+    _releasing: bool
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def raise_if_cancelled(self) -> None: ...
+
+    def mark_cancelled(self, reason: str) -> None: ...
+
+    def extra(self) -> dict[str, Any]: ...
+
+
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or "\x00" in name:
         raise ConfigurationError(
@@ -97,7 +113,7 @@ class Steps:
 
     def __init__(
         self,
-        ctx: JobContext,
+        ctx: StepContext,
         *,
         driver: Callable[[], Driver],
         fence: StepFence,
