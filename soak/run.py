@@ -372,7 +372,8 @@ class Soak:
     def summary(self, found: dict[str, Any], registry: RegistryStats) -> dict[str, Any]:
         s = self.settings
         head = ("jobs", "done", "dead", "lost", "concurrent_duplicates", "frozen_overlaps", "stale_starts", "reruns")
-        tail = ("freezes_after_burst", "freezes_with_claimed_ahead", "runs", "open_runs", "stale_locks")
+        tail = ["freezes_after_burst", "freezes_with_claimed_ahead", "runs", "open_runs", "stale_locks"]
+        tail += ["lock_after_work", "final_attempt_unrecorded"]
         return {
             "ok": False,
             **{k: found[k] for k in head},
@@ -389,7 +390,6 @@ class Soak:
             "server": s.server,
             "restarts": found["faults"]["restart"],
             **{k: found[k] for k in tail},
-            "final_attempt_unrecorded": found["final_attempt_unrecorded"],
         }
 
     def write_report(self, summary: dict[str, Any], details: dict[str, Any]) -> None:

@@ -22,7 +22,10 @@ lease lapsed while it was frozen, the queue rightly handed the job on, and the f
 after the thaw, the few milliseconds before its worker cancels it) is a zombie. A lock holder in
 state ``stopped`` is the same case. Any other overlap is a *concurrent duplicate*: both
 processes live and the queue gave one job to two of them at once. A lock held by a process that
-is ``gone`` (its session not yet ended by the server) is counted as ``stale_locks``, not a duplicate.
+is ``gone`` (its session not yet ended by the server) is counted as ``stale_locks``, not a duplicate,
+and a lock still held by a live holder whose work had ended by the ledger's times (it was
+writing its end row) as ``lock_after_work``. A freeze that falls between a body's end and its
+unlock shows as a lock-found frozen overlap whose work did not overlap (``overlap_s`` 0).
 False positives are kept out by the design of the ledger: the lock is taken before the start row
 and released after the end row, and the next run of a job can only be claimed once the previous
 body returned (it is settled after that) or its lease lapsed; end rows carry the moment the
@@ -157,11 +160,11 @@ class Overlap:
     job_id: str
     first: str  # run id (or "pid:<holder>" when the lock holder's run is not in the ledger)
     second: str
-    kind: str  # duplicate or frozen
+    kind: str  # duplicate, frozen or lock_after_work
     found_by: str  # interval or lock
     pids: tuple[int | None, int]
     at: float
-    seconds: float  # how long they overlapped (inf: the first run never ended)
+    seconds: float  # how long their work overlapped (0: only the lock did; inf: the first run never ended)
 
 
 def overlaps(by_job: dict[str, list[Run]], members: dict[int, Member]) -> tuple[list[Overlap], int]:
@@ -193,11 +196,15 @@ def overlaps(by_job: dict[str, list[Run]], members: dict[int, Member]) -> tuple[
             key = (first_run.run_id if first_run else f"pid:{second.holder_pid}", second.run_id)
             if key in found:
                 continue
-            kind = "frozen" if second.holder_state == "stopped" else _lock_kind(first_run, second, members)
             end = first_run.end_eff if first_run else math.inf
-            found[key] = Overlap(
-                job_id, key[0], key[1], kind, "lock", (second.holder_pid, second.pid), second.start, end - second.start
-            )
+            if second.holder_state == "stopped":
+                kind = "frozen"
+            elif end <= second.start:
+                kind = "lock_after_work"  # the holder's work had ended; it had not let go of the lock yet
+            else:
+                kind = _lock_kind(first_run, second, members)
+            pids = (second.holder_pid, second.pid)
+            found[key] = Overlap(job_id, key[0], key[1], kind, "lock", pids, second.start, max(end - second.start, 0.0))
     return list(found.values()), stale_locks
 
 
@@ -346,6 +353,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "frozen_overlaps": sum(1 for o in found if o.kind == "frozen"),
         "stale_starts": len(stale),
         "stale_locks": stale_locks,
+        "lock_after_work": sum(1 for o in found if o.kind == "lock_after_work"),
         "runs": len(all_runs),
         "open_runs": len(open_runs),
         "final_attempt_unrecorded": len(unrecorded),
