@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from workhorse._ports import DriverSource
 from workhorse.drivers.base import (
     ALL_STATES,
     BULK_STATES,
@@ -43,7 +44,6 @@ from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from workhorse.app import App
     from workhorse.drivers.base import Driver
 
 MAX_PAGE = 200
@@ -128,7 +128,7 @@ class Admin:
     """The operator API of one ``App`` (``app.admin``). Every method is a coroutine on the calling
     event loop's driver; each answers plain records with a ``to_dict()`` for ``--json``."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: DriverSource) -> None:
         self._app = app
 
     @property

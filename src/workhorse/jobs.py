@@ -7,8 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
+from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, to_seconds
@@ -16,9 +17,6 @@ from workhorse.errors import ConfigurationError
 from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
-
-if TYPE_CHECKING:
-    from workhorse.app import App
 
 R = TypeVar("R")
 Body = Callable[[JobContext, Any], Awaitable[R]] | Callable[[JobContext, Any], R]
@@ -64,7 +62,7 @@ class JobHandle(Generic[R]):
 
     def __init__(
         self,
-        app: App,
+        app: EnqueuingApp,
         fn: Body[R],
         *,
         name: str | None,

@@ -46,7 +46,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -57,9 +57,6 @@ from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf, _name_of
 from workhorse.payload import encode
 from workhorse.retry import Retry
-
-if TYPE_CHECKING:
-    from workhorse.app import App
 
 R = TypeVar("R")
 CatchUp = Literal["skip", "run-once"]
@@ -399,10 +396,36 @@ class TaskHandle(Generic[R]):
         return await self.job.enqueue_many(payloads, **options)
 
 
+class TaskRegistry(Protocol):
+    """What declaring a task needs of the app (an ``App``): its job and task registries, the
+    declaration of the task's job, and the payload limit a template is checked against."""
+
+    jobs: dict[str, JobHandle[Any]]
+    tasks: dict[str, TaskHandle[Any]]
+
+    @property
+    def max_payload_bytes(self) -> int: ...
+
+    def _declare(
+        self,
+        fn: Body[R],
+        *,
+        name: str | None,
+        queue: str,
+        tenant: TenantOf | None,
+        retry: Retry | None,
+        timeout: Duration | None,
+        priority: int,
+        on_settled: Callable[[Outcome], Any] | None,
+    ) -> JobHandle[R]:
+        """Declare the job (``@app.job``'s work); refuses a name another job already holds."""
+        ...
+
+
 class TaskDecorator:
     """What ``@app.task(...)`` answers: apply it to the body, as with ``@app.job``."""
 
-    def __init__(self, app: App, name: str | None, options: dict[str, Any]) -> None:
+    def __init__(self, app: TaskRegistry, name: str | None, options: dict[str, Any]) -> None:
         self._app = app
         self._name = name
         self._options = options
@@ -412,7 +435,7 @@ class TaskDecorator:
 
 
 def declare_task(
-    app: App,
+    app: TaskRegistry,
     fn: Body[R],
     *,
     name: str | None,
@@ -466,7 +489,7 @@ def declare_task(
     return handle
 
 
-def _check_payload(app: App, task: str, payload: Any) -> dict[str, Any]:
+def _check_payload(app: TaskRegistry, task: str, payload: Any) -> dict[str, Any]:
     if payload is None:
         return {}
     if not isinstance(payload, dict):
