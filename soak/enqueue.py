@@ -100,7 +100,11 @@ class Enqueuer(threading.Thread):
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         if self._conn is None or self._conn.closed:
             self._conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, application_name="soak-enqueue", connect_timeout=5
+                self.url,
+                autocommit=True,
+                application_name="soak-enqueue",
+                connect_timeout=5,
+                options=sql.DURABLE_SESSION,  # an enqueue acknowledged is an enqueue that survives a restart
             )
         return self._conn
 

@@ -4,8 +4,13 @@ What it does, in order:
 
 1. **A server.** By default a throwaway embedded cluster of its own
    (``workhorse.embedded.ensure_started(home=<tempdir>)``), which the chaos may restart and which
-   is stopped at the end, also on an error or Ctrl-C. ``--database-url URL`` uses that server
-   instead, and then nothing restarts it (``"restarts": 0``, ``"server": "external"``).
+   is stopped at the end, also on an error or Ctrl-C. It is set to ``synchronous_commit = on``
+   (``fsync`` stays off): an ``immediate`` restart crashes the server's processes, and with
+   asynchronous commit it would forget commits it had acknowledged, the queue's and the
+   ledger's, which the verdict would count as losses that no worker caused.
+   ``--database-url URL`` uses that server instead, and then nothing restarts it
+   (``"restarts": 0``, ``"server": "external"``; the soak's own writers still commit
+   synchronously, the server's setting is left alone).
    ``WORKHORSE_DATABASE_URL`` is deliberately ignored: CI exports it for the test suite, and the
    soak wants a server it may restart. Only 127.0.0.1 is ever contacted.
 2. **A fresh schema** (``soak_<random>``) for the queue (``workhorse migrate``) and the soak's
@@ -223,6 +228,8 @@ class Soak:
         soak_app = build_app(self.url, self.schema)
         soak_app.app.migrate_sync()
         setup = self.session("soak-setup")
+        if self.home is not None:
+            setup.rows(sql.DURABLE_COMMITS)
         setup.rows(sql.CREATE_LEDGER)
         self.clock.calibrate(setup.raw())
         env = Fleet.environment(self.url, self.schema, self.lock_class)

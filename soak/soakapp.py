@@ -128,7 +128,12 @@ class Ledger:
         return sql.q(statement, self.schema)
 
     def _kwargs(self) -> Params:
-        return {"autocommit": True, "application_name": self.name, "connect_timeout": 5}
+        return {
+            "autocommit": True,
+            "application_name": self.name,
+            "connect_timeout": 5,
+            "options": sql.DURABLE_SESSION,  # a row the ledger was told is written survives a restart
+        }
 
     def _lock_params(self, n: int) -> Params:
         return {"cls": self.lock_class, "n": n}

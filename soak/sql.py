@@ -24,6 +24,20 @@ CLOCK = "select extract(epoch from clock_timestamp())::float8 as now"
 
 DROP_SCHEMA = "drop schema if exists {schema} cascade"
 
+# Only on the soak's own cluster. The embedded server runs with synchronous_commit off, and an
+# immediate restart is a crash of its processes: it forgets the commits of the last few hundred
+# milliseconds, acknowledged or not (the queue's and the ledger's alike), which would show as
+# false losses. On, a commit has reached the kernel (fsync stays off) and survives a process crash.
+# A database setting outranks the server's command line, and every new session reads it.
+DURABLE_COMMITS = """
+do $$ begin
+    execute format('alter database %I set synchronous_commit = on', current_database());
+end $$
+"""
+
+# For the soak's own writers (the ledger, the enqueuer) on any server.
+DURABLE_SESSION = "-c synchronous_commit=on"
+
 CREATE_LEDGER = """
 create table {schema}.soak_enqueued (
     id        uuid        primary key,
