@@ -8,9 +8,10 @@ A body does, in order:
    is taken by someone else, it looks the holder up (``pg_locks`` -> the holder's
    ``application_name`` -> its os pid) and reads ``/proc/<pid>/stat``: ``live``, ``stopped``
    (SIGSTOP) or ``gone``. Either way the body goes on: the verifier decides what the overlap was.
-2. Inserts its ``start`` row. The same statement reads the job's row and records whether the lease
-   is still this run's (``running``, this worker, this attempt, ``lease_expires_at`` in the
-   future): a run that starts without its lease is a *stale start*.
+2. Inserts its ``start`` row, with ``entered_at`` (the moment the worker called the body). The
+   same statement reads the job's row and records whether the lease is still this run's
+   (``running``, this worker, this attempt, ``lease_expires_at`` in the future): a run that starts
+   without it is a *stale start*.
 3. Sleeps its ``ms`` (a sync body waits on ``ctx.wait_cancelled``, so a lease-lost cancel stops it
    too; an async body is cancelled at its ``await``). On its first attempt a job marked
    ``fail`` raises ``DeliberateFailure`` (retried with a small base).
@@ -142,8 +143,9 @@ class Ledger:
         return LedgerRun(str(uuid.uuid4()), ctx.id, n, ctx.attempt, ctx.worker_id, lock_ok, conn)
 
     @staticmethod
-    def _start_params(run: LedgerRun, holder: Holder | None) -> Params:
+    def _start_params(run: LedgerRun, holder: Holder | None, entered: float) -> Params:
         return run.row(
+            entered_ago=time.monotonic() - entered,
             lock_ok=run.lock_ok,
             holder_pid=None if holder is None else holder.pid,
             holder_state=None if holder is None else holder.state,
@@ -151,11 +153,20 @@ class Ledger:
 
     # -- sync bodies ---------------------------------------------------------------------------
 
-    def _get_sync(self) -> psycopg.Connection[Any]:
+    def _get_sync(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A session, and whether it was an idle one (which may have died with a restart)."""
         with self._lock:
             if self._sync:
-                return self._sync.pop()
-        return psycopg.connect(self.url, **self._kwargs())
+                return self._sync.pop(), True
+        return psycopg.connect(self.url, **self._kwargs()), False
+
+    def _flush_sync(self) -> None:
+        """After a failure, every idle session is suspect (a restart ended them all): close them, so
+        the retry opens a fresh one instead of finding the dead ones one backoff at a time."""
+        with self._lock:
+            idle, self._sync = self._sync, []
+        for conn in idle:
+            conn.close()
 
     def _put_sync(self, conn: psycopg.Connection[Any]) -> None:
         with self._lock:
@@ -175,18 +186,20 @@ class Ledger:
                 return False, holder
         return False, Holder(None, "released")
 
-    def start_sync(self, ctx: JobContext, n: int) -> LedgerRun:
+    def start_sync(self, ctx: JobContext, n: int, entered: float) -> LedgerRun:
         for pause in pauses(time.monotonic() + LEDGER_DEADLINE):
             conn: psycopg.Connection[Any] | None = None
+            reused = False
             try:
-                conn = self._get_sync()
+                conn, reused = self._get_sync()
                 lock_ok, holder = self._try_lock_sync(conn, n)
                 run = self._new_run(ctx, n, conn, lock_ok)
-                conn.execute(self.q(sql.START_RUN), self._start_params(run, holder))
+                conn.execute(self.q(sql.START_RUN), self._start_params(run, holder, entered))
             except _RETRIED:
                 if conn is not None:
                     conn.close()
-                time.sleep(pause)
+                self._flush_sync()
+                time.sleep(0 if reused else pause)
             else:
                 return run
         raise LedgerUnavailable(f"no start row for job {ctx.id} within {LEDGER_DEADLINE:g}s")
@@ -202,8 +215,9 @@ class Ledger:
             except _RETRIED:
                 if conn is not None:
                     conn.close()
+                self._flush_sync()
+                time.sleep(0 if conn is run.conn else pause)
                 conn = None
-                time.sleep(pause)
         else:
             _complain(f"no {event} row for job {run.job_id} within {LEDGER_DEADLINE:g}s")
         if conn is not None:
@@ -219,10 +233,15 @@ class Ledger:
 
     # -- async bodies --------------------------------------------------------------------------
 
-    async def _get_async(self) -> psycopg.AsyncConnection[Any]:
+    async def _get_async(self) -> tuple[psycopg.AsyncConnection[Any], bool]:
         if self._async:
-            return self._async.pop()
-        return await psycopg.AsyncConnection.connect(self.url, **self._kwargs())
+            return self._async.pop(), True
+        return await psycopg.AsyncConnection.connect(self.url, **self._kwargs()), False
+
+    async def _flush_async(self) -> None:
+        idle, self._async = self._async, []
+        for conn in idle:
+            await conn.close()
 
     async def _put_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if not conn.closed and len(self._async) < IDLE_KEPT:
@@ -241,18 +260,20 @@ class Ledger:
                 return False, holder
         return False, Holder(None, "released")
 
-    async def start_async(self, ctx: JobContext, n: int) -> LedgerRun:
+    async def start_async(self, ctx: JobContext, n: int, entered: float) -> LedgerRun:
         for pause in pauses(time.monotonic() + LEDGER_DEADLINE):
             conn: psycopg.AsyncConnection[Any] | None = None
+            reused = False
             try:
-                conn = await self._get_async()
+                conn, reused = await self._get_async()
                 lock_ok, holder = await self._try_lock_async(conn, n)
                 run = self._new_run(ctx, n, conn, lock_ok)
-                await conn.execute(self.q(sql.START_RUN), self._start_params(run, holder))
+                await conn.execute(self.q(sql.START_RUN), self._start_params(run, holder, entered))
             except _RETRIED:
                 if conn is not None:
                     await conn.close()
-                await asyncio.sleep(pause)
+                await self._flush_async()
+                await asyncio.sleep(0 if reused else pause)
             else:
                 return run
         raise LedgerUnavailable(f"no start row for job {ctx.id} within {LEDGER_DEADLINE:g}s")
@@ -268,8 +289,9 @@ class Ledger:
             except _RETRIED:
                 if conn is not None:
                     await conn.close()
+                await self._flush_async()
+                await asyncio.sleep(0 if conn is run.conn else pause)
                 conn = None
-                await asyncio.sleep(pause)
         else:
             _complain(f"no {event} row for job {run.job_id} within {LEDGER_DEADLINE:g}s")
         if conn is not None:
@@ -316,8 +338,9 @@ async def uncancelled(coro: Coroutine[Any, Any, T]) -> tuple[T, bool]:
 
 
 def sync_body(ctx: JobContext, payload: dict[str, Any]) -> int | None:
+    entered = time.monotonic()
     book = ledger()
-    run = book.start_sync(ctx, payload["n"])
+    run = book.start_sync(ctx, payload["n"], entered)
     event, ended = "error", None
     try:
         if ctx.wait_cancelled(payload["ms"] / 1000):
@@ -334,8 +357,9 @@ def sync_body(ctx: JobContext, payload: dict[str, Any]) -> int | None:
 
 
 async def async_body(ctx: JobContext, payload: dict[str, Any]) -> int:
+    entered = time.monotonic()
     book = ledger()
-    run, cancelled = await uncancelled(book.start_async(ctx, payload["n"]))
+    run, cancelled = await uncancelled(book.start_async(ctx, payload["n"], entered))
     if cancelled:
         await uncancelled(book.end_async(run, "cancelled", time.monotonic()))
         raise asyncio.CancelledError

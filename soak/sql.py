@@ -60,6 +60,7 @@ create table {schema}.soak_runs (
     worker_id    text        not null,
     event        text        not null,
     at           timestamptz not null,
+    entered_at   timestamptz,
     lock_ok      boolean,
     holder_pid   integer,
     holder_state text,
@@ -97,13 +98,15 @@ where l.locktype = 'advisory' and l.granted
 limit 1
 """
 
+# ``entered_ago``: seconds since the worker called the body (the start row follows the lock).
 # The start row checks, in the same statement, that the job's lease is still this run's: held by
 # its worker, for its attempt, and not expired. A run that starts without it is a "stale start".
 START_RUN = """
 insert into {schema}.soak_runs
-    (run_id, job_id, n, attempt, pid, worker_id, event, at, lock_ok, holder_pid, holder_state, lease_ok, lease_detail)
+    (run_id, job_id, n, attempt, pid, worker_id, event, at, entered_at, lock_ok, holder_pid, holder_state,
+     lease_ok, lease_detail)
 select %(run)s, %(job)s, %(n)s, %(attempt)s, %(pid)s, %(worker)s, 'start', clock_timestamp(),
-       %(lock_ok)s, %(holder_pid)s, %(holder_state)s,
+       clock_timestamp() - %(entered_ago)s * interval '1 second', %(lock_ok)s, %(holder_pid)s, %(holder_state)s,
        coalesce(j.state = 'running' and j.worker_id = %(worker)s and j.attempt = %(attempt)s
                 and j.lease_expires_at > clock_timestamp(), false),
        coalesce(j.state || ' by ' || coalesce(j.worker_id, '-') || ' attempt ' || j.attempt || ', lease '
@@ -179,7 +182,8 @@ left join {schema}.jobs as j on j.id = e.id
 
 LEDGER = """
 select r.run_id::text as run_id, r.job_id::text as job_id, r.attempt, r.pid, r.worker_id, r.event,
-       extract(epoch from r.at)::float8 as at, r.lock_ok, r.holder_pid, r.holder_state, r.lease_ok, r.lease_detail
+       extract(epoch from r.at)::float8 as at, extract(epoch from r.entered_at)::float8 as entered_at,
+       r.lock_ok, r.holder_pid, r.holder_state, r.lease_ok, r.lease_detail
 from {schema}.soak_runs as r
 order by r.at, r.seq
 """

@@ -43,9 +43,12 @@ run (``prev``) and what happened between ``prev``'s start and this run's start, 
 ``failed_once`` (``prev`` ended ``fail``, the deliberate failure), ``after_sigkill`` (``prev``'s
 process was SIGKILLed), ``after_freeze`` (``prev``'s process, or this run's, was stopped),
 ``after_sigterm`` (``prev``'s process was SIGTERMed: a drain should hand back, so rare),
-``after_exit`` (``prev``'s process exited on its own), ``after_restart``, ``after_session_terminated``,
-else ``unexplained``. ``reruns_after_completed_body`` counts those whose ``prev`` ended ``ok``: the
-body had finished, so only its settle was missing.
+``after_exit`` (``prev``'s process exited on its own), ``after_restart``, ``after_session_terminated``
+(for these two, from a visibility window before ``prev``'s start: a session ended while idle is
+found dead when next used), else ``unexplained``. ``reruns_after_completed_body`` counts those
+whose ``prev`` ended ``ok``: the body had finished, so only its settle was missing; those whose
+worker was neither killed nor frozen are listed (``completed_body_rerun``): a settle that should
+have been retried to success.
 
 **Recovery times** (seconds, per fault kind, p50 and max over the faults of that kind), measured
 from the fault (for a restart: from the moment the server accepted connections again):
@@ -80,6 +83,7 @@ class Run:
     attempt: int
     pid: int
     start: float
+    entered: float | None
     lock_ok: bool
     holder_pid: int | None
     holder_state: str | None
@@ -112,6 +116,7 @@ def runs_of(inputs: Inputs) -> dict[str, list[Run]]:
                 row["attempt"],
                 row["pid"],
                 row["at"],
+                row["entered_at"],
                 bool(row["lock_ok"]),
                 row["holder_pid"],
                 row["holder_state"],
@@ -229,37 +234,49 @@ def _lock_kind(first: Run | None, second: Run, members: dict[int, Member]) -> st
 # -- reruns -----------------------------------------------------------------------------------
 
 
-def rerun_causes(
-    by_job: dict[str, list[Run]], members: dict[int, Member], events: list[Event]
-) -> tuple[Counter[str], Counter[str], list[tuple[Run, Run]]]:
-    """Causes of every rerun; the same for reruns after a completed body; the unexplained pairs."""
-    causes: Counter[str] = Counter()
-    after_ok: Counter[str] = Counter()
-    unexplained = []
-    restarts = [(e.t, float(e.detail.get("up_at", e.t))) for e in events if e.kind == "restart"]
-    terminations = [e.t for e in events if e.kind == "terminate"]
+@dataclass(frozen=True)
+class Disturbances:
+    """What the conductor did, as the rerun causes need it."""
+
+    members: dict[int, Member]
+    restarts: list[tuple[float, float]]  # (start, server back)
+    terminations: list[float]
+    visibility: float
+
+    @classmethod
+    def of(cls, members: dict[int, Member], events: list[Event], visibility: float) -> Disturbances:
+        restarts = [(e.t, float(e.detail.get("up_at", e.t))) for e in events if e.kind == "restart"]
+        return cls(members, restarts, [e.t for e in events if e.kind == "terminate"], visibility)
+
+
+@dataclass
+class Reruns:
+    causes: Counter[str]
+    after_ok: Counter[str]  # the same, for reruns whose previous body had completed
+    unexplained: list[tuple[Run, Run]]
+    settle_missed: list[tuple[Run, Run, str]]  # completed body, worker neither killed nor frozen
+
+
+def rerun_causes(by_job: dict[str, list[Run]], seen: Disturbances) -> Reruns:
+    found = Reruns(Counter(), Counter(), [], [])
     for runs in by_job.values():
         for prev, cur in itertools.pairwise(runs):
-            cause = _cause(prev, cur, members, restarts, terminations)
-            causes[cause] += 1
+            cause = _cause(prev, cur, seen)
+            found.causes[cause] += 1
             if prev.event == "ok":
-                after_ok[cause] += 1
+                found.after_ok[cause] += 1
+                if cause not in ("after_sigkill", "after_freeze"):
+                    found.settle_missed.append((prev, cur, cause))
             if cause == "unexplained":
-                unexplained.append((prev, cur))
-    return causes, after_ok, unexplained
+                found.unexplained.append((prev, cur))
+    return found
 
 
-def _cause(
-    prev: Run,
-    cur: Run,
-    members: dict[int, Member],
-    restarts: list[tuple[float, float]],
-    terminations: list[float],
-) -> str:
+def _cause(prev: Run, cur: Run, seen: Disturbances) -> str:
     if prev.event == "fail":
         return "failed_once"
     a, b = prev.start, cur.start
-    was, now = members.get(prev.pid), members.get(cur.pid)
+    was, now = seen.members.get(prev.pid), seen.members.get(cur.pid)
     if was is not None and was.killed_at is not None and a <= was.killed_at <= b:
         return "after_sigkill"
     if (was is not None and was.stopped_during(a, b)) or (now is not None and now.stopped_during(a, b)):
@@ -268,9 +285,12 @@ def _cause(
         return "after_sigterm"
     if was is not None and was.exited_at is not None and a <= was.exited_at <= b:
         return "after_exit"
-    if any(start <= b and up >= a for start, up in restarts):
+    # A connection a restart or a termination ended is found dead only when next used: look back a
+    # visibility window before prev's start (a settle on a connection killed while idle, say).
+    since = a - seen.visibility
+    if any(start <= b and up >= since for start, up in seen.restarts):
         return "after_restart"
-    if any(a <= t <= b for t in terminations):
+    if any(since <= t <= b for t in seen.terminations):
         return "after_session_terminated"
     return "unexplained"
 
@@ -336,7 +356,8 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
     by_job = runs_of(inputs)
     lost, unrecorded = lost_jobs(inputs.jobs, by_job)
     found, stale_locks = overlaps(by_job, members)
-    causes, after_ok, unexplained = rerun_causes(by_job, members, inputs.events)
+    seen = Disturbances.of(members, inputs.events, inputs.visibility)
+    reruns = rerun_causes(by_job, seen)
     all_runs = [r for runs in by_job.values() for r in runs]
     stale = [r for r in all_runs if not r.lease_ok]
     open_runs = [r for r in all_runs if r.end is None and math.isinf(r.end_eff)]
@@ -357,8 +378,8 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "runs": len(all_runs),
         "open_runs": len(open_runs),
         "final_attempt_unrecorded": len(unrecorded),
-        "reruns": dict(sorted(causes.items())),
-        "reruns_after_completed_body": dict(sorted(after_ok.items())),
+        "reruns": dict(sorted(reruns.causes.items())),
+        "reruns_after_completed_body": dict(sorted(reruns.after_ok.items())),
         "faults": {k: faults.get(k, 0) for k in FAULT_KINDS},
         "freezes_after_burst": sum(1 for e in freezes if "after_burst" in e.detail),
         "freezes_with_claimed_ahead": sum(1 for e in freezes if e.detail.get("claimed_ahead")),
@@ -369,7 +390,10 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "concurrent_duplicates": [_overlap(o, inputs, members) for o in duplicates[:DETAILS_SHOWN]],
         "frozen_overlaps": [_overlap(o, inputs, members) for o in found if o.kind == "frozen"][:DETAILS_SHOWN],
         "stale_starts": [_stale(r, inputs, members) for r in stale[:DETAILS_SHOWN]],
-        "unexplained_reruns": [_pair(p, c, inputs, members) for p, c in unexplained[:DETAILS_SHOWN]],
+        "unexplained_reruns": [_pair(p, c, inputs, members) for p, c in reruns.unexplained[:DETAILS_SHOWN]],
+        "completed_body_rerun": [
+            _pair(p, c, inputs, members) | {"cause": why} for p, c, why in reruns.settle_missed[:DETAILS_SHOWN]
+        ],
         "open_runs": [_run(r, inputs, members) for r in open_runs[:DETAILS_SHOWN]],
         "final_attempt_unrecorded": unrecorded[:DETAILS_SHOWN],
     }
@@ -407,12 +431,17 @@ def _overlap(o: Overlap, inputs: Inputs, members: dict[int, Member]) -> dict[str
 
 
 def _stale(r: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
+    """A stale start, with when the worker called the body relative to its own last thaw (a body
+    called after the thaw was started by a worker that could have known its lease was gone)."""
     member = members.get(r.pid)
+    entered = r.start if r.entered is None else r.entered
     since_thaw = None
     if member is not None and member.stops:
         thaws = [s[1] for s in member.stops if s[1] <= r.start]
-        since_thaw = round(r.start - max(thaws), 3) if thaws else None
-    return _run(r, inputs, members) | {"lease": r.lease_detail, "s_since_own_thaw": since_thaw}
+        since_thaw = round(entered - max(thaws), 3) if thaws else None
+    entered_rel = None if r.entered is None else round(r.entered - inputs.t0, 3)
+    more = {"entered": entered_rel, "lease": r.lease_detail, "called_s_after_thaw": since_thaw}
+    return _run(r, inputs, members) | more
 
 
 def _pair(prev: Run, cur: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
