@@ -378,7 +378,8 @@ class Soak:
 
     def summary(self, found: dict[str, Any], registry: RegistryStats) -> dict[str, Any]:
         s = self.settings
-        head = ("jobs", "done", "dead", "lost", "concurrent_duplicates", "frozen_overlaps", "stale_starts", "reruns")
+        head = ["jobs", "done", "dead", "lost", "concurrent_duplicates", "frozen_overlaps", "stale_starts"]
+        head += ["stale_starts_called_after_thaw", "reruns"]
         tail = ["freezes_after_burst", "freezes_with_claimed_ahead", "runs", "open_runs", "stale_locks"]
         tail += ["lock_after_work", "final_attempt_unrecorded"]
         return {

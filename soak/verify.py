@@ -36,7 +36,10 @@ interval check only.
 **Stale starts.** Start rows whose lease was not this run's at the moment the row was written
 (the job's row was not ``running`` under this worker and attempt, or its ``lease_expires_at`` had
 passed). A freeze between the worker's check and the insert can make one legitimately, so they
-are reported and listed, never a failure.
+are reported and listed, never a failure. Each start row also says when the worker called the
+body (``entered_at``): ``stale_starts_called_after_thaw`` counts those called after their own
+worker's last thaw, which no freeze in between explains (a thawed worker starting the jobs it had
+claimed ahead, whose leases lapsed while it was stopped).
 
 **Reruns and their causes.** Every run of a job after its first, classified by the previous
 run (``prev``) and what happened between ``prev``'s start and this run's start, first match wins:
@@ -373,6 +376,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "concurrent_duplicates": len(duplicates),
         "frozen_overlaps": sum(1 for o in found if o.kind == "frozen"),
         "stale_starts": len(stale),
+        "stale_starts_called_after_thaw": sum(1 for r in stale if called_after_thaw(r, members)),
         "stale_locks": stale_locks,
         "lock_after_work": sum(1 for o in found if o.kind == "lock_after_work"),
         "runs": len(all_runs),
@@ -430,18 +434,27 @@ def _overlap(o: Overlap, inputs: Inputs, members: dict[int, Member]) -> dict[str
     }
 
 
+def last_freeze(run: Run, members: dict[int, Member]) -> list[float] | None:
+    """The freeze of the run's own worker that ended last before its start row, if any."""
+    member = members.get(run.pid)
+    ended = [s for s in member.stops if s[1] <= run.start] if member is not None else []
+    return max(ended, key=lambda s: s[1]) if ended else None
+
+
+def called_after_thaw(run: Run, members: dict[int, Member]) -> bool:
+    """Did the worker call this body after its own last thaw (not before the freeze came)?"""
+    freeze = last_freeze(run, members)
+    return freeze is not None and run.entered is not None and run.entered >= freeze[1]
+
+
 def _stale(r: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
-    """A stale start, with when the worker called the body relative to its own last thaw (a body
-    called after the thaw was started by a worker that could have known its lease was gone)."""
-    member = members.get(r.pid)
-    entered = r.start if r.entered is None else r.entered
-    since_thaw = None
-    if member is not None and member.stops:
-        thaws = [s[1] for s in member.stops if s[1] <= r.start]
-        since_thaw = round(entered - max(thaws), 3) if thaws else None
-    entered_rel = None if r.entered is None else round(r.entered - inputs.t0, 3)
-    more = {"entered": entered_rel, "lease": r.lease_detail, "called_s_after_thaw": since_thaw}
-    return _run(r, inputs, members) | more
+    """A stale start, with when the worker called the body and its own last freeze: called before
+    the freeze, the start row was late because of it; called after the thaw, the worker started a
+    run it could have known was lost."""
+    freeze = last_freeze(r, members)
+    shown = None if freeze is None else [round(t - inputs.t0, 3) for t in freeze]
+    entered = None if r.entered is None else round(r.entered - inputs.t0, 3)
+    return _run(r, inputs, members) | {"entered": entered, "own_freeze": shown, "lease": r.lease_detail}
 
 
 def _pair(prev: Run, cur: Run, inputs: Inputs, members: dict[int, Member]) -> dict[str, Any]:
