@@ -47,8 +47,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._db.queries import scheduler as sql
-from workhorse._runtime.listener import Listener
 from workhorse.drivers.base import NewJob
+from workhorse.drivers.listener import Listener
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError

@@ -10,7 +10,7 @@ import contextlib
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from workhorse._runtime.listener import Listener
+from workhorse.drivers.listener import Listener
 
 
 class Blackhole:

@@ -222,4 +222,3 @@ async def test_a_run_cancelled_while_claimed_ahead_is_never_started(app: App) ->
         await task
     assert started == [0, 1, 2, 4, 5]
     assert worker.stats.completed == 10 and worker.stats.settle_missed == 0
-

@@ -405,7 +405,7 @@ async def test_a_hand_back_that_fails_for_a_moment_is_tried_again(app: App, monk
 async def test_claims_stop_while_settles_cannot_land(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     """Finished runs whose settle cannot land hold their leases: past SETTLE_BACKLOG times the
     slots of them, the worker claims nothing more, and once settles land again it drains the rest."""
-    from workhorse.worker import PREFETCH_MAX, SETTLE_BACKLOG
+    from workhorse.worker.table import PREFETCH_MAX, SETTLE_BACKLOG
 
     gate = threading.Event()  # the settle runs on the worker's control loop, another thread
     driver_class = type(app.driver)

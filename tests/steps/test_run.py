@@ -18,7 +18,7 @@ from workhorse import (
     StepReplayError,
     TerminalError,
 )
-from workhorse._runtime import listener as listener_module
+from workhorse.drivers import listener as listener_module
 from workhorse.drivers.base import StepFence
 from workhorse.drivers.memory import MemoryDriver
 

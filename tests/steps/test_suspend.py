@@ -51,7 +51,7 @@ async def test_sleep_suspends_without_spending_an_attempt_and_resumes_after(app:
     assert (job.attempt, job.worker_id, job.last_error) == (0, None, None)  # unspent, unheld, no error
     assert [(s["name"], s["state"]) for s in job.steps] == [("before", "done"), ("nap", "sleeping")]
     assert job.steps[1]["wake_at"] is not None
-    assert worker._idle()  # the slot is free while the job sleeps
+    assert worker._table.idle()  # the slot is free while the job sleeps
     await until(lambda: _is(app, ref.id, "done"))
     await worker.stop()
     stats = await task

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from workhorse._db.migrate import script
+from workhorse.app import App
 from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
@@ -145,24 +146,24 @@ def worker(
             " (burst)" if burst else "",
         )
         scheduler = Scheduler(app, handle_signals=False) if with_scheduler else None
-        stats = _run(runner, burst=burst, scheduler=scheduler)
+        stats = _run(app, runner, burst=burst, scheduler=scheduler)
         if as_json:
             emit_json(stats.as_dict())
         if state.standalone:
             _exit_if_threads_stuck(runner)
 
 
-def _run(runner: Worker, *, burst: bool, scheduler: Scheduler | None = None) -> WorkerStats:
+def _run(app: App, runner: Worker, *, burst: bool, scheduler: Scheduler | None = None) -> WorkerStats:
     async def body() -> WorkerStats:
         try:
             if scheduler is None:
                 return await runner.run(burst=burst)
             return await _run_with_scheduler(runner, scheduler)
         finally:
-            await runner.app.close()
+            await app.close()
 
     try:
-        check_reachable(runner.app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
+        check_reachable(app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
         return asyncio.run(body())
     except (ConfigurationError, SchemaError):
         raise  # refused before it started: exit 2 like every refusal

@@ -25,6 +25,7 @@ holding the lock across an await.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -67,6 +68,7 @@ from workhorse.drivers.base import (
     WorkerInfo,
     shown_step,
 )
+from workhorse.drivers.wakeups import Subscription
 from workhorse.errors import ConfigurationError, PayloadError
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
@@ -324,6 +326,20 @@ class MemoryDriver:
         self._pauses: dict[str, QueuePause] = {}
         self._counters: dict[_CounterKey, list[int]] = {}
         self._migrated = False
+
+    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Subscription:
+        """Wake-ups for a worker, on the running loop: every enqueue and publish sets ``wake``, an
+        operator's cancel of a running job sets ``beat`` (what NOTIFY does for Postgres workers).
+        They do not say which queue or what is due, so the worker claims on every wake."""
+        loop = asyncio.get_running_loop()
+
+        def woken() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        def cancelled() -> None:
+            loop.call_soon_threadsafe(beat.set)
+
+        return Subscription(self.subscribe(woken, on_cancel=cancelled))
 
     def subscribe(
         self, callback: Callable[[], None], *, on_cancel: Callable[[], None] | None = None

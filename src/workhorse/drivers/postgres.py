@@ -9,6 +9,7 @@ at this seam into ``DatabaseError``/``SchemaError``; nothing psycopg-shaped esca
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -58,6 +59,7 @@ from workhorse.drivers.base import (
     WorkerInfo,
     shown_step,
 )
+from workhorse.drivers.listener import Listener
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
@@ -473,6 +475,12 @@ class PostgresDriver:
         async with self.connection() as conn:
             cur = await conn.execute(self.q(statement), params)
             return await cur.fetchall() if cur.description else []
+
+    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener:
+        """Wake-ups for a worker: a LISTEN session of its own on this driver's channel."""
+        listener = Listener(self.url, self.channel, queues, wake, beat=beat)
+        listener.start()
+        return listener
 
     async def close(self) -> None:
         if self._pool is not None:

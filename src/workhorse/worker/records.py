@@ -1,18 +1,20 @@
-"""The worker's small records: its stats, one held run, and the control loop's state."""
+"""The worker's small records: its stats, one held run, and the control loop's state.
+
+Records hold data and point at nothing that owns them: a held run reaches its worker only
+through the two hooks it was given (the body loop's driver, for its steps, and the progress
+callback), so no part of the worker has to see another part's fields.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
-from workhorse._runtime.clock import lease_clock
-from workhorse._runtime.execute import Run, Verdict
 from workhorse.drivers.base import Driver, Lease, StepFence
 from workhorse.steps import Steps
-
-if TYPE_CHECKING:
-    from workhorse.worker import Worker
+from workhorse.worker.clock import lease_clock
+from workhorse.worker.execute import Run, Verdict
 
 
 @dataclass
@@ -42,8 +44,10 @@ class Held:
     run: Run
     lease: Lease
     slot_queue: str
-    worker: Worker
+    worker_id: str
     renewed_at: float  # lease_clock() when the statement that last set its lease was sent (claim or renewal)
+    body_driver: Callable[[], Driver]  # the driver of the loop the body runs on, for its steps
+    on_progress: Callable[[Held], None]  # the run has a progress report to write
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
@@ -52,16 +56,16 @@ class Held:
     # The context's hooks (``context.RunHooks``): built only when a body uses them.
 
     def make_steps(self) -> Steps:
-        worker, claimed = self.worker, self.run.claimed
+        claimed = self.run.claimed
         return Steps(
             self.run.ctx,
-            driver=lambda: worker.app.driver,  # the body loop's driver, resolved when a step runs there
-            fence=StepFence(claimed.id, worker.id, claimed.claims),
+            driver=self.body_driver,  # resolved when a step runs, on the body loop
+            fence=StepFence(claimed.id, self.worker_id, claimed.claims),
             is_async=self.run.handle.is_async,
         )
 
     def progress_requested(self) -> None:
-        self.worker._progress_requested(self)
+        self.on_progress(self)
 
 
 @dataclass
@@ -78,3 +82,4 @@ class Control:
     beat: asyncio.Event = field(default_factory=asyncio.Event)  # set: renew now (a job was cancelled)
     leased: asyncio.Event = field(default_factory=asyncio.Event)  # set: a claim took leases (reschedule the beat)
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set: a run has a report to write
+    recheck: bool = False  # a run ended in a way that may have made work due (retry, suspension...)

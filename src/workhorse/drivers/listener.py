@@ -1,4 +1,5 @@
-"""The worker's one ``LISTEN`` session: turns "another process enqueued" into a wake-up.
+"""The Postgres driver's wake-ups: one ``LISTEN`` session that turns "another process enqueued"
+into a wake-up (``drivers.base.Wakeups``; ``PostgresDriver.open_wakeups`` opens one per worker).
 
 NOTIFY is a hint; polling is the guarantee. The listener holds a dedicated connection
 (``application_name = workhorse:listen``), wakes the claim loop when a notify names one of the
@@ -57,8 +58,24 @@ class Listener:
         self.sweep = True  # a notify (or a reconnect) said a due time changed: run the full claim
         self._task: asyncio.Task[None] | None = None
 
+    tells_due = True  # a notify names what it announces: a job due now, or a changed due time
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="listen")
+
+    def take(self) -> tuple[bool, bool]:
+        said = self.due, self.sweep
+        self.due = self.sweep = False
+        return said
+
+    def pending(self) -> bool:
+        return self.due or self.sweep
+
+    def missed(self) -> None:
+        self.sweep = True
+
+    async def close(self) -> None:
+        await self.stop()
 
     async def stop(self) -> None:
         if self._task is not None:

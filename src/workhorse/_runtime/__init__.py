@@ -1,1 +1,0 @@
-"""Long-running services of a worker process: execution and the LISTEN session."""

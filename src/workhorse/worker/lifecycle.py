@@ -1,0 +1,511 @@
+"""The worker's lifecycle and wiring: claims due jobs, runs their bodies, keeps their leases,
+settles their outcomes. The only module of the worker that sees the ``App``.
+
+Two event loops, on purpose. Job bodies run on the loop that called ``run()`` (the *body loop*;
+plain ``def`` bodies go to a bounded thread pool from there). Everything that keeps a claim
+alive — claiming, lease renewal, settling — runs on a *control loop* in its own thread with its
+own connections. An ``async def`` body that blocks its loop with ``time.sleep`` or CPU work
+therefore cannot starve its own heartbeat: the lease keeps being renewed, no second worker runs
+the job meanwhile, and the control loop logs a warning naming the body that blocked.
+
+A lease is held, not owned. Each renewal is one statement for every held job, fenced on the
+claim. A job missing from the answer was taken from us (cancelled by an operator, or re-claimed
+after our lease lapsed): its body is cancelled and nothing it produces is written. Each lease's
+window runs from the statement that last set it (its claim, then each landed renewal); one failed
+renewal is tried again within it. When a window closes with no renewal landed (the database is
+unreachable, or the renewal's connection went silent and never answers), the worker assumes the
+lease lost and cancels that run, and it claims nothing more until a renewal lands again.
+
+Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
+or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
+at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
+the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
+
+A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
+its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
+with nothing to settle (counted as ``suspended``), and a later claim resumes it from its steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from workhorse.context import JobContext
+from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
+from workhorse.drivers.wakeups import WakeupSource
+from workhorse.durations import Duration, to_seconds
+from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.jobs import JobHandle
+from workhorse.worker.admission import Admission, AdmitAll
+from workhorse.worker.bridge import Bridge
+from workhorse.worker.claimer import Claimer
+from workhorse.worker.execute import Run, Verdict
+from workhorse.worker.heartbeat import Heartbeat
+from workhorse.worker.progress import Progress
+from workhorse.worker.records import Control, Held, WorkerStats
+from workhorse.worker.settler import Settler
+from workhorse.worker.table import RunTable
+
+log = logging.getLogger("workhorse.worker")
+
+
+class App(Protocol):
+    """What a worker needs of its ``workhorse.App`` (the app hands itself over in ``app.worker()``;
+    this module never imports ``workhorse.app``)."""
+
+    @property
+    def jobs(self) -> Mapping[str, JobHandle[Any]]:
+        """Every declared job, by name."""
+        ...
+
+    @property
+    def is_memory(self) -> bool: ...
+
+    @property
+    def driver(self) -> Driver:
+        """The driver for the calling event loop."""
+        ...
+
+    def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> Driver:
+        """A fresh Postgres driver whose connections are named ``workhorse:<role>``."""
+        ...
+
+
+class Worker:
+    """Runs the app's jobs. Use ``await worker.run()``; ``await worker.stop()`` drains it."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int | dict[str, int] = 10,
+        visibility_timeout: Duration = "30s",
+        poll_interval: Duration = "2s",
+        drain_timeout: Duration = "25s",
+        sync_threads: int | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.app = app
+        known_queues = sorted({h.queue for h in app.jobs.values()})
+        if queues is not None and (isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)):
+            raise ConfigurationError(
+                cause=f"queues expected a list of queue names, got {queues!r}",
+                fix="app.worker(queues=['default', 'emails'])",
+            )
+        self.queues = list(queues) if queues is not None else known_queues
+        if not self.queues:
+            raise ConfigurationError(
+                code="WORKER_NO_QUEUES",
+                cause="the worker has no queue to claim from: no job is declared on this app and no queues= given",
+                fix="declare jobs with @app.job before creating the worker, or pass --app module:app to the CLI",
+            )
+        self.concurrency = self._read_concurrency(concurrency)
+        self.visibility = to_seconds(visibility_timeout, what="visibility_timeout", allow_zero=False)
+        if self.visibility < 1:
+            raise ConfigurationError(
+                cause=f"visibility_timeout must be at least 1s (a lease shorter than a round trip would "
+                f"lapse under load), got {visibility_timeout!r}",
+                fix="app.worker(visibility_timeout='30s')",
+            )
+        self.poll_interval = to_seconds(poll_interval, what="poll_interval", allow_zero=False)
+        self.drain_timeout = to_seconds(drain_timeout, what="drain_timeout")
+        self.heartbeat_interval = max(min(self.visibility / 3, 10.0), 0.2)
+        self.handle_signals = handle_signals
+        self.sync_threads = sync_threads or sum(self.concurrency.values())
+        self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
+        self.stats = WorkerStats()
+        self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
+        self._table = RunTable(self.concurrency)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # guards _accepting and _drain_deadline (any thread may begin a drain)
+        self._accepting = True
+        self._stopped = asyncio.Event()
+        self._control: Control | None = None
+        self._body_loop: asyncio.AbstractEventLoop | None = None
+        self._drain_deadline: float | None = None
+        self._burst = False
+        self._signals = 0
+        self._running = False
+        # Between a claim's answer and the start of its runs (flow control plugs in here).
+        self.admission: Admission = AdmitAll()
+
+    def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
+        def check(value: Any, what: str) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+                raise ConfigurationError(
+                    cause=f"{what} expected a whole number from 1 to 10000, got {value!r}",
+                    fix="app.worker(concurrency=10)   # or {'emails': 5, 'default': 10}",
+                )
+            return value
+
+        if isinstance(concurrency, dict):
+            for queue in concurrency:
+                if queue not in self.queues:
+                    raise ConfigurationError(
+                        cause=f"concurrency names queue {queue!r}, which this worker does not claim from "
+                        f"({', '.join(self.queues)})",
+                        fix="name only queues the worker runs, or add it to queues=",
+                    )
+            default = 10
+            return {
+                q: check(concurrency[q], f"concurrency[{q!r}]") if q in concurrency else default for q in self.queues
+            }
+        value = check(concurrency, "concurrency")
+        return dict.fromkeys(self.queues, value)
+
+    # -- public lifecycle -------------------------------------------------------------------------
+
+    async def run(self, *, burst: bool = False) -> WorkerStats:
+        """Work until ``stop()`` or a signal (then drain); with ``burst``, until nothing is due."""
+        if self._running:
+            raise ConfigurationError(
+                code="WORKER_RUNNING",
+                cause="this worker is already running",
+                fix="create a second worker with app.worker() instead",
+            )
+        self._running = True
+        self._burst = burst
+        self._body_loop = asyncio.get_running_loop()
+        if not self.app.is_memory:
+            await self.app.driver.check_schema()
+        pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
+        self._pool = pool
+        ready = threading.Event()
+        thread = threading.Thread(
+            target=self._control_main, args=(ready,), name=f"workhorse-control-{self.id}", daemon=True
+        )
+        installed = self._install_signals() if self.handle_signals else []
+        thread.start()
+        try:
+            try:
+                await self._stopped.wait()
+            except asyncio.CancelledError:
+                # run() itself was cancelled (Ctrl-C in asyncio.run, a task group tearing down):
+                # hand every running job back now, then let the cancellation through.
+                self._begin_drain(cut_off=True)
+                await asyncio.shield(self._stopped.wait())
+                raise
+        finally:
+            for sig in installed:
+                self._body_loop.remove_signal_handler(sig)
+            await asyncio.to_thread(thread.join)
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._running = False
+        if self._failure is not None:
+            raise self._failure
+        return self.stats
+
+    async def stop(self, *, cut_off: bool = False) -> None:
+        """Drain: stop claiming, let running jobs finish up to ``drain_timeout``, then return."""
+        self._begin_drain(cut_off=cut_off)
+        await self._stopped.wait()
+
+    _failure: BaseException | None = None
+    _parts: _Parts  # wired once the control loop runs
+
+    def _install_signals(self) -> list[signal.Signals]:
+        assert self._body_loop is not None
+        installed: list[signal.Signals] = []
+        if threading.current_thread() is not threading.main_thread():
+            return installed
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._body_loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
+                pass
+        return installed
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        log.warning(
+            "worker %s: %s received, %s",
+            self.id,
+            sig.name,
+            "draining" if self._signals == 1 else "cutting off the drain now",
+        )
+        self._begin_drain(cut_off=self._signals > 1)
+
+    def _begin_drain(self, *, cut_off: bool) -> None:
+        """Thread-safe: flip to draining and arm the cut-off."""
+        with self._lock:
+            self._accepting = False
+            deadline = time.monotonic() + (0 if cut_off else self.drain_timeout)
+            if self._drain_deadline is None or deadline < self._drain_deadline:
+                self._drain_deadline = deadline
+        control = self._control
+        if control is not None:
+            control.loop.call_soon_threadsafe(control.wake.set)
+
+    # -- the control thread -------------------------------------------------------------------
+
+    def _control_main(self, ready: threading.Event) -> None:
+        try:
+            asyncio.run(self._control_run(ready))
+        except BaseException as error:
+            self._failure = error
+            log.exception("worker %s: control loop failed", self.id)
+        finally:
+            assert self._body_loop is not None
+            with contextlib.suppress(RuntimeError):  # the body loop may already be closed
+                self._body_loop.call_soon_threadsafe(self._stopped.set)
+
+    def _drivers(self) -> tuple[Driver, Driver, Driver]:
+        if self.app.is_memory:
+            driver = self.app.driver
+            return driver, driver, driver
+        return (
+            self.app.postgres_driver("claim", max_size=1, generic_plans=True),
+            self.app.postgres_driver("settle", max_size=1, generic_plans=True),
+            self.app.postgres_driver("heartbeat", max_size=1, generic_plans=True),
+        )
+
+    async def _control_run(self, ready: threading.Event) -> None:
+        claim, settle, heartbeat = self._drivers()
+        control = Control(
+            loop=asyncio.get_running_loop(),
+            claim=claim,
+            settle=settle,
+            heartbeat=heartbeat,
+            wake=asyncio.Event(),
+            settles=asyncio.Queue(),
+        )
+        self._control = control
+        parts = self._wire(control)
+        # The wake-ups of a driver that has them (Postgres: a LISTEN session; memory: its
+        # subscriptions); a driver without them is polled every poll_interval.
+        wakeups = (
+            claim.open_wakeups(self.queues, control.wake, control.beat) if isinstance(claim, WakeupSource) else None
+        )
+        await parts.heartbeat.register()
+        ready.set()
+        log.info(
+            "worker %s: claiming from %s",
+            self.id,
+            ", ".join(f"{q}({n})" for q, n in self.concurrency.items()),
+        )
+        tasks = [
+            asyncio.create_task(self._kept(parts.settler.run, "settle"), name="settle"),
+            asyncio.create_task(self._kept(parts.heartbeat.run, "heartbeat"), name="heartbeat"),
+            asyncio.create_task(self._kept(parts.progress.run, "progress"), name="progress"),
+        ]
+        try:
+            await parts.claimer.run(wakeups)
+            self._begin_drain(cut_off=False)  # a burst found nothing due, or failed: drain what is held
+            await self._drain(control, parts)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if wakeups is not None:
+                await wakeups.close()
+            with contextlib.suppress(WorkhorseError):
+                await control.heartbeat.deregister_worker(self.id)
+            for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
+                if not self.app.is_memory:
+                    await driver.close()
+
+    def _wire(self, control: Control) -> _Parts:
+        """Build the worker's parts for this run; each gets the narrow callbacks it needs."""
+        assert self._body_loop is not None
+        assert self._pool is not None
+        table = self._table
+        bridge = Bridge(
+            worker_id=self.id,
+            visibility=self.visibility,
+            body_loop=self._body_loop,
+            pool=self._pool,
+            finished=lambda held, verdict: self._body_finished(control, held, verdict),
+            thread_exited=lambda held: self._thread_exited(control, held),
+            delivered=lambda: self._fill(control) if self._accepting else None,
+        )
+        bridge.attach(control.loop)
+        info = WorkerInfo(
+            id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(self.queues),
+            concurrency=dict(self.concurrency),
+        )
+        heartbeat = Heartbeat(
+            info,
+            visibility=self.visibility,
+            interval=self.heartbeat_interval,
+            control=control,
+            table=table,
+            cancel=bridge.cancel,
+            body_loop=self._body_loop,
+        )
+        settler = Settler(
+            worker_id=self.id,
+            visibility=self.visibility,
+            control=control,
+            table=table,
+            stats=self.stats,
+            jobs=self.app.jobs,
+            forget=lambda held: self._forget(control, held),
+            on_body_loop=bridge.on_body_loop,
+        )
+        claimer = Claimer(
+            worker_id=self.id,
+            names=self._names,
+            visibility=self.visibility,
+            poll_interval=self.poll_interval,
+            beat=self.heartbeat_interval,
+            burst=self._burst,
+            control=control,
+            table=table,
+            stats=self.stats,
+            admission=self.admission,
+            accepting=lambda: self._accepting,
+            stalled=heartbeat.stalled,
+            take=lambda claimed, asked_at: self._take(control, claimed, asked_at),
+            buried=settler.announce_buried,
+            fail=self._fail,
+        )
+        progress = Progress(worker_id=self.id, control=control, to_control=bridge.to_control)
+        parts = _Parts(bridge, heartbeat, settler, claimer, progress)
+        self._parts = parts
+        return parts
+
+    async def _kept(self, loop: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run one of the control loop's own loops for as long as the worker runs. Each handles the
+        errors it expects (a failed statement); anything else is a defect, logged with its
+        traceback, and the loop starts again a quarter of a beat later (at most a second): a
+        heartbeat that died quietly would let every lease lapse under running bodies."""
+        while True:
+            try:
+                await loop()
+            except Exception:
+                pause = min(1.0, self.heartbeat_interval / 4)
+                log.exception("worker %s: the %s loop failed; starting it again in %.2fs", self.id, name, pause)
+                await asyncio.sleep(pause)
+            else:
+                return
+
+    def _fail(self, error: BaseException) -> None:
+        self._failure = error
+
+    # -- one run's path: take (hold) -> fill (start) -> finished -> settle -> forget ------------
+
+    def _take(self, control: Control, claimed: list[Claimed], asked_at: float) -> None:
+        """Take an admitted batch into the table: its runs start as far as slots allow, the rest
+        wait in the buffer (holding their leases, taken when the claim was sent) until a slot frees."""
+        was_idle = self._table.hold([self._hold(c, asked_at) for c in claimed])
+        self.stats.claimed += len(claimed)
+        if was_idle:  # the heartbeat slept on the idle schedule; leases held already set an earlier beat
+            control.leased.set()
+        self._fill(control)
+
+    def _fill(self, control: Control) -> None:
+        """Start buffered runs into free slots, handed to the body loop in ONE wake-up."""
+        starting = self._table.startable()
+        now = time.monotonic()
+        for held in starting:
+            held.run.started = now
+        self._parts.bridge.start(starting)
+
+    def _hold(self, claimed: Claimed, asked_at: float) -> Held:
+        handle = self.app.jobs[claimed.name]
+        ctx = JobContext(
+            id=claimed.id,
+            name=claimed.name,
+            queue=claimed.queue,
+            tenant=claimed.tenant,
+            attempt=claimed.attempt,
+            max_attempts=claimed.max_attempts,
+            worker_id=self.id,
+            logger=handle.logger,
+        )
+        app = self.app
+        held = Held(
+            run=Run(claimed=claimed, handle=handle, ctx=ctx, started=time.monotonic()),
+            lease=Lease(claimed.id, claimed.claims),
+            slot_queue=claimed.queue,
+            worker_id=self.id,
+            renewed_at=asked_at,
+            body_driver=lambda: app.driver,  # the body loop's driver, resolved when a step runs there
+            on_progress=self._parts.progress.requested,
+            thread_alive=not handle.is_async,
+        )
+        ctx._hooks = held
+        return held
+
+    def _body_finished(self, control: Control, held: Held, verdict: Verdict) -> None:
+        held.body_done = True
+        if held.run.task is not None:  # the body ran (a run cancelled before its turn never started)
+            self._table.ran(time.monotonic() - held.run.started)
+        self._release(control, held)
+        if verdict.suspended or verdict.outcome is None:
+            control.recheck = True  # its row may be due again, or due later: the next claim sweeps
+        if verdict.suspended:
+            self.stats.suspended += 1
+            self._forget(control, held)
+            return
+        if verdict.outcome is None:
+            if held.run.reasons and held.run.reasons[0] != "cancelled":
+                self.stats.lease_lost += 1
+            self._forget(control, held)
+            return
+        control.settles.put_nowait((held, verdict))
+
+    def _thread_exited(self, control: Control, held: Held) -> None:
+        held.thread_alive = False
+        self._release(control, held)
+
+    def _forget(self, control: Control, held: Held) -> None:
+        self._table.forget(held)
+        control.wake.set()
+
+    def _release(self, control: Control, held: Held) -> None:
+        self._table.release(held)
+        control.wake.set()
+
+    # -- the drain ----------------------------------------------------------------------------
+
+    async def _drain(self, control: Control, parts: _Parts) -> None:
+        waiting = self._table.take_buffered()  # claimed ahead and never started: straight back, unspent
+        if waiting:
+            await parts.claimer.hand_back([held.run.claimed for held in waiting])
+            for held in waiting:
+                self._forget(control, held)
+        cut = False
+        while True:
+            pending = self._table.leased()
+            with self._lock:
+                deadline = self._drain_deadline
+            if not pending:
+                break
+            if not cut and deadline is not None and time.monotonic() >= deadline:
+                cut = True
+                log.warning("worker %s: drain cut-off: handing %d running job(s) back unspent", self.id, len(pending))
+                for h in pending:
+                    parts.bridge.cancel(h, "drain")
+            remaining = float("inf") if deadline is None else max(deadline - time.monotonic(), 0.05)
+            await parts.claimer.sleep(min(remaining, 0.25) if not cut else 0.1)
+            control.wake.clear()
+        log.info("worker %s: drained (%s)", self.id, self.stats.as_dict())
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The parts of one running worker, wired by ``Worker._wire``."""
+
+    bridge: Bridge
+    heartbeat: Heartbeat
+    settler: Settler
+    claimer: Claimer
+    progress: Progress

@@ -1,0 +1,205 @@
+"""The worker's settle side: batched settle statements, the stats they move, and ``on_settled``.
+
+Runs on the control loop (``Settler.run`` is one of its tasks). It takes finished runs from the
+control loop's settle queue, writes their outcomes fenced on their claims, and lets each run go
+through the callback it was given; ``on_settled`` hooks are handed to the body loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from workhorse.drivers.base import Buried, Settlement
+from workhorse.errors import WorkhorseError
+from workhorse.jobs import JobHandle, Outcome, OutcomeKind
+from workhorse.worker.clock import lease_clock
+from workhorse.worker.execute import Verdict
+from workhorse.worker.records import Control, Held, WorkerStats
+from workhorse.worker.table import RunTable
+
+log = logging.getLogger("workhorse.worker")
+
+ON_SETTLED_TRIES = 3
+SETTLE_LINGER = 0.002  # seconds a busy worker's settle waits for more outcomes to batch
+
+
+class Settler:
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        visibility: float,
+        control: Control,
+        table: RunTable,
+        stats: WorkerStats,
+        jobs: Mapping[str, JobHandle[Any]],
+        forget: Callable[[Held], None],
+        on_body_loop: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self.worker_id = worker_id
+        self.visibility = visibility
+        self.control = control
+        self.table = table
+        self.stats = stats
+        self.jobs = jobs
+        self.forget = forget
+        self.on_body_loop = on_body_loop
+
+    async def run(self) -> None:
+        """One statement settles every attempt that finished meanwhile. While the worker is busy
+        (more settles coming), it lingers SETTLE_LINGER for more, so the batches grow."""
+        settles = self.control.settles
+        while True:
+            batch = [await settles.get()]
+            if self.table.busy() and settles.qsize() < self.table.total:
+                await asyncio.sleep(SETTLE_LINGER)
+            while not settles.empty():
+                batch.append(settles.get_nowait())
+            await self.settle(batch)
+
+    async def settle(self, batch: list[tuple[Held, Verdict]]) -> None:
+        """Settle ``batch`` in one statement, retried with back-off while the leases are ours to write.
+
+        Each run is given up only when ITS lease window has passed (``renewed_at``, its claim or its
+        last landed renewal, plus the visibility timeout, on the lease clock): the heartbeat keeps
+        renewing a finished run until its settle lands, so while renewals land the settle is tried
+        again, and a worker-wide figure (the registry's last renewal) says nothing of one lease."""
+        pending = list(batch)  # every verdict here has an outcome to write
+        landed: dict[int, bool] = {}  # id() of a run: its settle landed (False: not ours any more, or given up)
+        failures = 0
+        while pending:
+            try:
+                answer = await self.control.settle.settle([self.settlement(h, v) for h, v in pending])
+                landed = {id(h): ok for (h, _), ok in zip(pending, answer, strict=True)}
+                break
+            except WorkhorseError as error:
+                failures += 1
+                now = lease_clock()
+                closed = [(h, v) for h, v in pending if now >= h.renewed_at + self.visibility]
+                if closed:
+                    log.error(  # noqa: TRY400 - an expected outage, reported without a traceback
+                        "worker %s: could not settle %d job(s) within their lease windows (%s); leaving them "
+                        "to the next claim",
+                        self.worker_id,
+                        len(closed),
+                        error.cause,
+                    )
+                    pending = [(h, v) for h, v in pending if now < h.renewed_at + self.visibility]
+                    if not pending:
+                        break
+                delay = min(5.0, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
+                log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.worker_id, error.cause, delay)
+                await asyncio.sleep(delay)
+        for held, verdict in batch:
+            ok = landed.get(id(held), False)
+            if not ok or verdict.outcome not in ("done", "dead", "failed"):
+                self.control.recheck = True  # a retry or a handed-back run may be due (now or later) again
+            count(self.stats, verdict, ok)
+            if ok:
+                self.announce(held, verdict)
+            else:
+                log.warning(
+                    "worker %s: settle of job %s (%s) did not land: the job is no longer ours "
+                    "(cancelled, or re-claimed after our lease lapsed)",
+                    self.worker_id,
+                    held.lease.job_id,
+                    held.run.handle.name,
+                )
+            self.forget(held)
+
+    def settlement(self, held: Held, verdict: Verdict) -> Settlement:
+        assert verdict.outcome is not None  # a run with nothing to write never reaches the settle queue
+        return Settlement(
+            job_id=held.lease.job_id,
+            worker_id=self.worker_id,
+            claims=held.lease.claims,
+            outcome=verdict.outcome,
+            result=verdict.result,
+            error=verdict.error,
+            delay=verdict.delay,
+            progress=held.run.ctx._progress_latest,
+        )
+
+    def announce(self, held: Held, verdict: Verdict) -> None:
+        kinds: dict[str, OutcomeKind] = {"done": "completed", "dead": "dead-lettered", "failed": "dropped"}
+        kind = kinds.get(verdict.outcome or "")
+        handle = held.run.handle
+        if kind is None or handle.on_settled is None:
+            return
+        outcome = Outcome(
+            kind=kind,
+            job_id=held.lease.job_id,
+            name=handle.name,
+            attempt=held.run.claimed.attempt,
+            payload=held.run.claimed.payload,
+            result=verdict.result_value,
+            error=None if verdict.error is None else json.loads(verdict.error),
+        )
+        self.call_on_settled(handle.on_settled, outcome)
+
+    def announce_buried(self, buried: list[Buried]) -> None:
+        for row in buried:
+            self.stats.buried += 1
+            log.error(
+                "worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
+                self.worker_id,
+                row.id,
+                row.name,
+                row.state,
+                row.attempt,
+                row.max_attempts,
+            )
+            handle = self.jobs.get(row.name)
+            if handle is None or handle.on_settled is None:
+                continue
+            kind: OutcomeKind = "dead-lettered" if row.state == "dead" else "dropped"
+            self.call_on_settled(
+                handle.on_settled,
+                Outcome(
+                    kind=kind,
+                    job_id=row.id,
+                    name=row.name,
+                    attempt=row.attempt,
+                    payload=row.payload,
+                    error=row.last_error,
+                ),
+            )
+
+    def call_on_settled(self, hook: Any, outcome: Outcome) -> None:
+        async def call() -> None:
+            for attempt in range(1, ON_SETTLED_TRIES + 1):
+                try:
+                    value = hook(outcome)
+                    if asyncio.iscoroutine(value):
+                        await value
+                except Exception:
+                    log.exception("on_settled of %s failed (try %d of %d)", outcome.name, attempt, ON_SETTLED_TRIES)
+                    await asyncio.sleep(0.05 * attempt)
+                else:
+                    return
+
+        self.on_body_loop(call())
+
+
+def count(stats: WorkerStats, verdict: Verdict, landed: bool) -> None:
+    if not landed:
+        stats.settle_missed += 1
+        return
+    match verdict.outcome:
+        case "done":
+            stats.completed += 1
+        case "retry":
+            stats.retried += 1
+        case "dead":
+            stats.dead += 1
+        case "failed":
+            stats.failed += 1
+        case "interrupted":
+            stats.interrupted += 1
+        case _:
+            pass
