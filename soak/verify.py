@@ -39,7 +39,9 @@ passed). A freeze between the worker's check and the insert can make one legitim
 are reported and listed, never a failure. Each start row also says when the worker called the
 body (``entered_at``): ``stale_starts_called_after_thaw`` counts those called after their own
 worker's last thaw, which no freeze in between explains (a thawed worker starting the jobs it had
-claimed ahead, whose leases lapsed while it was stopped).
+claimed ahead, whose leases lapsed while it was stopped). For a sync body the call happens on a
+pool thread after the worker's decision to start it, so a freeze between the two also shows as
+"called after the thaw"; the details name the body kind.
 
 **Reruns and their causes.** Every run of a job after its first, classified by the previous
 run (``prev``) and what happened between ``prev``'s start and this run's start, first match wins:
@@ -367,6 +369,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
     faults = Counter(e.kind for e in chaos_events(inputs.events))
     freezes = [e for e in chaos_events(inputs.events) if e.kind == "sigstop"]
     states = Counter(j["state"] for j in inputs.jobs)
+    bodies = {j["id"]: j["body"] for j in inputs.jobs}
     duplicates = [o for o in found if o.kind == "duplicate"]
     summary = {
         "jobs": len(inputs.jobs),
@@ -393,7 +396,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "lost": lost[:DETAILS_SHOWN],
         "concurrent_duplicates": [_overlap(o, inputs, members) for o in duplicates[:DETAILS_SHOWN]],
         "frozen_overlaps": [_overlap(o, inputs, members) for o in found if o.kind == "frozen"][:DETAILS_SHOWN],
-        "stale_starts": [_stale(r, inputs, members) for r in stale[:DETAILS_SHOWN]],
+        "stale_starts": [_stale(r, inputs, members) | {"body": bodies.get(r.job_id)} for r in stale[:DETAILS_SHOWN]],
         "unexplained_reruns": [_pair(p, c, inputs, members) for p, c in reruns.unexplained[:DETAILS_SHOWN]],
         "completed_body_rerun": [
             _pair(p, c, inputs, members) | {"cause": why} for p, c, why in reruns.settle_missed[:DETAILS_SHOWN]
