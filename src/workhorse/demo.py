@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import psycopg
-from psycopg import sql
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.panel import Panel
@@ -28,6 +26,7 @@ from workhorse import embedded
 from workhorse.app import App
 from workhorse.context import JobContext
 from workhorse.drivers.base import FINISHED_STATES, Job
+from workhorse.drivers.direct import drop_schema
 from workhorse.errors import TerminalError, WorkhorseError
 from workhorse.retry import Retry
 from workhorse.worker import Worker, WorkerStats
@@ -281,11 +280,6 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
         await app.close()
 
 
-def drop_schema(url: str, schema: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
-
-
 def main(database_url: str | None = None, *, schema: str | None = None) -> int:
     """Run the demo; answer the process exit code (0: every job ended as expected)."""
     console = Console(soft_wrap=True)  # long lines wrap in the terminal, not mid-word by rich
@@ -317,7 +311,7 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
     finally:
         try:
             drop_schema(url, schema)
-        except psycopg.Error as error:
+        except WorkhorseError as error:
             console.print(f"[yellow]could not drop schema {schema!r}: {error}[/yellow]")
         if started_here:
             embedded.stop()

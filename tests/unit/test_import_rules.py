@@ -26,20 +26,16 @@ MAX_LINES = 600
 # (a) Only the drivers, the SQL package and the embedded server speak psycopg.
 PSYCOPG = ("psycopg", "psycopg_pool")
 MAY_IMPORT_PSYCOPG = ("drivers/", "_db/", "embedded.py")
-# Files that import psycopg today, to be moved behind the driver. Remove an entry when its file
-# stops; a file not listed here never starts.
-PSYCOPG_NOT_YET_BEHIND_THE_DRIVER = {
-    "cli/main.py",  # check_reachable: one direct connection, for PostgreSQL's own refusal at once
-    "demo.py",  # drop_schema: the demo drops its schema at the end
-}
+# Files allowed to import psycopg elsewhere: none any more (the CLI's reachability check and the
+# demo's cleanup went to drivers/direct.py). Keep it empty.
+PSYCOPG_NOT_YET_BEHIND_THE_DRIVER: set[str] = set()
 
 # (b) The worker's parts (the modules of the worker/ package) are handed what they need; only the
 # lifecycle (worker/lifecycle.py, behind the worker/ face) knows the App and the Worker.
 SERVICES = ("workhorse.worker.",)
 LIFECYCLE = {"workhorse.worker", "workhorse.worker.lifecycle"}
 REACHED_BACK_TO = {"workhorse.app", *LIFECYCLE}
-# Services that still import workhorse.app or the lifecycle: until the worker rebuild hands them
-# what they use instead. Remove an entry when its file stops; a file not listed never starts.
+# Parts that import workhorse.app or the lifecycle: none since the worker/ package. Keep it empty.
 SERVICES_STILL_REACHING_BACK: set[str] = set()
 
 # (c) No circle of modules at all. (The worker's, the last one, went with the worker/ package.)

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import psycopg
 from click.core import ParameterSource
 
 from workhorse.app import App
 from workhorse.cli.output import print_refusal, redact
-from workhorse.drivers.postgres import translated
+from workhorse.drivers.direct import check_reachable as reachable
 from workhorse.embedded import ENV_URL
 from workhorse.errors import ConfigurationError, WorkhorseError
 
@@ -158,15 +157,9 @@ def _import_failed(spec: str, module_name: str, error: Exception) -> Configurati
 
 
 def check_reachable(app: App) -> None:
-    """Connect once, directly, before a command opens the app's connection pool.
-
-    The pool retries a refused connection in the background until its 10 s timeout, logging
-    every attempt to stderr, then reports only that it timed out. One direct connection fails at
-    once with PostgreSQL's own reason (connection refused, no such database, password refused):
-    DATABASE_UNAVAILABLE whose cause a person can act on, in well under a second.
-    """
-    with translated(), psycopg.connect(app.database_url, connect_timeout=10, application_name="workhorse:cli"):
-        pass
+    """Connect once, directly, before a command opens the app's connection pool: an unreachable
+    database fails at once with PostgreSQL's own reason (``drivers.direct.check_reachable``)."""
+    reachable(app.database_url)
 
 
 def run_with_app(app: App, work: Callable[[App], Awaitable[T]]) -> T:
