@@ -1,0 +1,432 @@
+"""The records the ``Driver`` contract (``drivers/base.py``) speaks: what each call is given and
+answers, the job states, and the bounds both drivers keep (``MAX_BULK``, ``ERRORS_KEPT``).
+
+Every name here is also importable from ``workhorse.drivers.base``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+JobState = Literal["ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"]
+LIVE_STATES: frozenset[str] = frozenset({"ready", "delayed", "running", "suspended"})
+FINISHED_STATES: frozenset[str] = frozenset({"done", "failed", "dead", "cancelled"})
+ALL_STATES: tuple[str, ...] = (
+    "ready",
+    "delayed",
+    "running",
+    "suspended",
+    "done",
+    "failed",
+    "dead",
+    "cancelled",
+)
+
+Outcome = Literal["done", "retry", "interrupted", "dead", "failed"]
+
+
+@dataclass(slots=True)  # not frozen: built once per enqueued job, and frozen __init__ is slow
+class NewJob:
+    """One job to insert. ``payload`` is already-validated JSON text."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    payload: str
+    key: str | None
+    priority: int
+    max_attempts: int
+    dead_letter: bool
+    run_at: datetime | None
+    delay: float
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What enqueue answers: the job's id, and whether an existing live job was returned instead."""
+
+    id: str
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as stored. Datetimes are timezone-aware UTC."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    state: str
+    priority: int
+    payload: Any
+    result: Any
+    last_error: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    key: str | None
+    attempt: int
+    max_attempts: int
+    dead_letter: bool
+    claims: int
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    # The failed attempts' errors, oldest first, at most ERRORS_KEPT: {attempt, type, message, at}.
+    # ``last_error`` keeps the latest one whole, with its traceback.
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
+        """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
+
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+        out: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "queue": self.queue,
+            "state": self.state,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "tenant": self.tenant,
+            "priority": self.priority,
+            "key": self.key,
+            "payload": self.payload,
+            "result": self.result,
+            "last_error": self.last_error,
+            "progress": self.progress,
+            "errors": list(self.errors),
+            "worker_id": self.worker_id,
+            "created_at": iso(self.created_at),
+            "run_at": iso(self.run_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "lease_expires_at": iso(self.lease_expires_at),
+        }
+        if with_steps:
+            out["steps"] = list(self.steps)
+        return out
+
+
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
+class Claimed:
+    """A job a worker now holds. ``claims`` is the fence token every later write names."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    payload: Any
+    attempt: int
+    max_attempts: int
+    claims: int
+    priority: int
+    created_at: datetime
+    run_at: datetime
+
+
+@dataclass(frozen=True)
+class Buried:
+    """A job the claim buried: its lease lapsed on its final attempt (every worker that took it died)."""
+
+    id: str
+    name: str
+    queue: str
+    tenant: str | None
+    state: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    last_error: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claimed: list[Claimed]
+    buried: list[Buried]
+    next_due: float | None = None  # seconds until a delayed job comes due or a lease could lapse
+
+
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
+class Lease:
+    """The fence of one held claim: which worker, which claim number."""
+
+    job_id: str
+    claims: int
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What a heartbeat answers: the job ids still held, and whether the registry row was there."""
+
+    held: set[str]
+    registered: bool
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One row of the worker registry."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: dict[str, int]
+    started_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def iso(value: datetime | None) -> str | None:
+            return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "queues": list(self.queues),
+            "concurrency": dict(self.concurrency),
+            "started_at": iso(self.started_at),
+            "last_seen_at": iso(self.last_seen_at),
+            "expires_at": iso(self.expires_at),
+        }
+
+
+@dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow
+class Settlement:
+    """How one attempt ended, to be written fenced on its claim."""
+
+    job_id: str
+    worker_id: str
+    claims: int
+    outcome: Outcome
+    result: str | None = None  # JSON text, for "done"
+    error: str | None = None  # JSON text {type, message, traceback}
+    delay: float = 0.0  # seconds until the retry is due
+    progress: str | None = None  # JSON text: a progress report not yet written, flushed by the settle
+
+
+@dataclass(frozen=True)
+class StepFence:
+    """The claim a step write names: it lands only while this worker still holds this claim."""
+
+    job_id: str
+    worker_id: str
+    claims: int
+
+
+StepState = Literal["done", "failed", "sleeping", "waiting"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One recorded step of a job, as a run hydrates it. ``result`` is decoded JSON."""
+
+    name: str
+    seq: int
+    state: str
+    result: Any
+    error: dict[str, Any] | None
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    wake_at: datetime | None = None
+    event: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class StepAnswer:
+    """What a sleep or wait statement decided. ``state`` 'done': carry on with ``result`` (a wait's
+    event payload, None on timeout); 'sleeping'/'waiting': the job is already suspended until ``wake_at``."""
+
+    state: str
+    result: Any = None
+    wake_at: datetime | None = None
+    matched: bool = False
+
+
+@dataclass(frozen=True)
+class PublishedEvent:
+    """What ``publish_event`` answers: the stored event and how many suspended runs it woke."""
+
+    id: str
+    name: str
+    key: str | None
+    published_at: datetime
+    expires_at: datetime
+    woken: int
+
+
+def shown_step(
+    *,
+    name: str,
+    seq: int,
+    state: str,
+    attempt: int,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    wake_at: datetime | None,
+    event: str | None,
+    key: str | None,
+    result: Any,
+    preview: str | None,
+    error_type: str | None,
+    error_message: str | None,
+) -> dict[str, Any]:
+    """One step as ``show`` lists it (``Job.steps``), from what ``steps.LIST_SHOWN`` answers.
+    Both drivers build it here, so ``show --json`` prints the same keys on each."""
+
+    def iso(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+    shown: dict[str, Any] = {
+        "name": name,
+        "position": seq,
+        "state": state,
+        "attempt": attempt,
+        "started_at": iso(started_at),
+        "finished_at": iso(finished_at),
+        "result": preview + "…" if preview is not None else result,
+        "result_trimmed": preview is not None,
+        "error": None
+        if error_type is None and error_message is None
+        else {"type": error_type, "message": error_message},
+    }
+    if state in ("sleeping", "waiting") or wake_at is not None:
+        shown["wake_at"] = iso(wake_at)
+    if event is not None:
+        shown["event"] = event
+        shown["key"] = key
+    return shown
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """What ``list`` narrows by; None means any. ``state`` is the REPORTED state (a due delayed or
+    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits).
+    ``created_from`` is inclusive, ``created_to`` exclusive."""
+
+    queue: str | None = None
+    name: str | None = None
+    state: str | None = None
+    tenant: str | None = None
+    id_prefix: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page, newest first. ``next``: pass as ``after`` for older rows (None on the last page).
+    ``prev``: pass as ``before`` for newer rows (None on the first page)."""
+
+    jobs: list[Job]
+    next: str | None
+    prev: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next, "prev": self.prev}
+
+
+BulkVerb = Literal["requeue", "remove", "promote", "cancel"]
+MAX_BULK = 1_000  # rows one bulk call moves at most
+ERRORS_KEPT = 10  # attempts' errors a job keeps (Job.errors)
+# Which REPORTED states each bulk verb may be asked for.
+BULK_STATES: dict[str, frozenset[str]] = {
+    "requeue": FINISHED_STATES,
+    "remove": frozenset(ALL_STATES) - {"running"},
+    "promote": frozenset({"delayed", "ready"}),
+    "cancel": LIVE_STATES,
+}
+
+
+@dataclass(frozen=True)
+class BulkFilter:
+    """The rows a bulk verb considers: one REPORTED state, optionally narrowed."""
+
+    state: str
+    queue: str | None = None
+    name: str | None = None
+    tenant: str | None = None
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What a bulk verb answers. ``affected``: rows this call moved (with ``dry_run``: would move).
+    ``remaining``: rows a further call could still move, so "call until zero" ends."""
+
+    verb: str
+    affected: int
+    remaining: int
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verb": self.verb, "affected": self.affected, "remaining": self.remaining, "dry_run": self.dry_run}
+
+
+@dataclass(frozen=True)
+class QueuePause:
+    """A paused queue: the claim takes nothing from it until it is resumed."""
+
+    queue: str
+    paused_at: datetime
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "paused_at": self.paused_at.isoformat().replace("+00:00", "Z"),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class StateCount:
+    """How many jobs of one (queue, name) are in one REPORTED state. ``oldest_run_at`` is the
+    smallest run_at among them (for 'ready': how long the oldest due job has waited)."""
+
+    queue: str
+    name: str
+    state: str
+    count: int
+    oldest_run_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CounterSum:
+    """Attempt outcomes of one (queue, name), summed over counter buckets. ``completed``: done;
+    ``retried``: failed and will run again; ``failed``: failed for good without a dead-letter queue;
+    ``dead``: dead-lettered (a lease that lapsed on the final attempt included); ``lapsed``: a lease
+    that lapsed and was taken back by a claim (its worker died or stalled)."""
+
+    queue: str
+    name: str
+    completed: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    lapsed: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``stats`` and the metrics endpoint read, in one driver call.
+
+    ``states`` covers the live states and 'dead' and 'failed' (never 'done' or 'cancelled': those
+    are history, counted by ``counters``). ``counters`` sums every bucket from ``since`` seconds
+    ago (None: all time, every tier). ``workers``: live registry rows."""
+
+    now: datetime
+    states: list[StateCount]
+    counters: list[CounterSum]
+    paused: list[QueuePause]
+    workers: int
