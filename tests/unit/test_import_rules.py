@@ -46,7 +46,6 @@ WORKER_CIRCLE_UNTIL_THE_REBUILD: set[str] = set()
 LONG_FILES_TO_SPLIT = {
     "cli/jobs.py": 669,
     "drivers/memory.py": 992,  # + open_wakeups (the wake-up role)
-    "drivers/postgres.py": 1179,  # + open_wakeups (the wake-up role)
     "scheduler.py": 842,
 }
 

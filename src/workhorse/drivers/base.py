@@ -223,8 +223,8 @@ class EventsRole(Protocol):
         """Delete expired events in small batches; answers how many rows went."""
 
 
-# The leadership role (the scheduler's lease and its epoch fence) comes here, from the scheduler
-# work: a ``LeadershipRole`` protocol, and one more base of ``Driver`` below.
+# The leadership role goes here, from the scheduler work: the scheduler's lease and its rounds
+# (``LeadershipRole``, ``drivers/leadership.py``).
 
 
 @runtime_checkable

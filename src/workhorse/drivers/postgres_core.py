@@ -1,0 +1,275 @@
+"""The PostgreSQL driver's shared internals (``PostgresCore``): the pool of one role and the hot
+connections in front of it, ``connection()``, ``q()``, ``fetch()``, psycopg errors translated at
+this seam, and the schema role (migrate, check_schema, close). Every role mixin of
+``PostgresDriver`` (``postgres_enqueue``, ``postgres_work``, ``postgres_operate``, ``postgres_steps``)
+subclasses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any, LiteralString
+
+import psycopg
+import psycopg.errors
+from psycopg import pq
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from workhorse._db import migrate as migrations
+from workhorse._db.queries import jobs as sql
+from workhorse.drivers._wire import WireStatement
+from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
+
+
+def jobs_channel(schema: str) -> str:
+    """The NOTIFY channel every enqueue wakes and every worker LISTENs on."""
+    return f"{schema}{sql.NOTIFY_CHANNEL_SUFFIX}"
+
+
+_SCHEMA_NAME = re.compile(
+    r"^[a-z_][a-z0-9_]{0,47}$"
+)  # 48 at most: "<schema>_jobs" and friends stay NOTIFY channels (63)
+
+
+def check_schema_name(schema: str) -> str:
+    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+        raise ConfigurationError(
+            cause="schema expected a lower-case SQL identifier of at most 48 characters (letters, digits, _), "
+            f"got {schema!r}",
+            fix="App(schema='workhorse')",
+        )
+    return schema
+
+
+def translate(error: psycopg.Error) -> WorkhorseError:
+    """Map a psycopg error to the workhorse error a person can act on."""
+    if isinstance(error, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+        return SchemaError(
+            cause=f"the workhorse tables are missing: {error}".strip(),
+            fix="workhorse migrate   # or: await app.migrate()",
+        )
+    if isinstance(error, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction):
+        return DatabaseError(
+            code="DATABASE_UNAVAILABLE",
+            cause=f"PostgreSQL could not be reached or refused the connection: {error}".strip(),
+            fix='check the server is up and WORKHORSE_DATABASE_URL is right: psql "$WORKHORSE_DATABASE_URL"',
+        )
+    return DatabaseError(
+        cause=f"PostgreSQL refused a statement ({type(error).__name__}): {error}".strip(),
+        fix="read the message above; if it names a workhorse table, run: workhorse migrate",
+    )
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as error:
+        raise translate(error) from error
+
+
+def _numbered(statement: str) -> str:
+    """``%s`` placeholders as ``$1``, ``$2``, ... for a statement prepared through libpq."""
+    count = iter(range(1, statement.count("%s") + 1))
+    return re.sub("%s", lambda _: f"${next(count)}", statement)
+
+
+# A driver keeps a couple of idle connections borrowed from its pool, so the next statement skips
+# the pool's getconn/putconn: about 30 us of client CPU and 50 us of wall time per statement on a
+# 2-core machine, a sixth of a single enqueue. Every HOT_USES-th return goes back through the pool
+# after all, so its lifetime and health policies still see every connection. A connection never
+# goes on the stack while a caller waits in the pool: with a one-connection pool (each worker role)
+# that caller would otherwise wait for its pool timeout.
+HOT_CONNECTIONS = 2
+HOT_USES = 1000
+
+
+class _Borrowed:
+    """What ``PostgresDriver.connection()`` answers: a connection taken from the driver's hot
+    stack or from the pool, and given back (getconn/putconn, without the pool's own context
+    manager: every workhorse connection is in autocommit, so its commit-or-rollback on exit has
+    nothing to do, and the pool still rolls back and warns about a connection returned inside a
+    transaction). Only a connection that ended cleanly, idle, goes back on the hot stack; any
+    other goes to the pool, which resets or discards it. psycopg errors, raised inside or by the
+    pool, become workhorse errors. A class, not a generator: it sits on every statement."""
+
+    __slots__ = ("_conn", "_driver")
+
+    def __init__(self, driver: PostgresCore) -> None:
+        self._driver = driver
+
+    async def __aenter__(self) -> psycopg.AsyncConnection[dict[str, Any]]:
+        driver = self._driver
+        if driver._hot:
+            self._conn = driver._hot.pop()
+            return self._conn
+        try:
+            pool = driver._pool if driver._pool is not None else await driver._open_pool()
+            self._conn = await pool.getconn()
+        except psycopg.Error as error:
+            raise translate(error) from error
+        except TimeoutError as error:  # psycopg_pool.PoolTimeout subclasses OperationalError; belt and braces
+            raise translate(psycopg.OperationalError(str(error))) from error
+        return self._conn
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        driver, conn = self._driver, self._conn
+        pool = driver._pool
+        if (
+            error is None
+            and pool is not None
+            and len(driver._hot) < HOT_CONNECTIONS
+            and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+            and not pool.get_stats().get("requests_waiting")  # a caller queued in the pool gets it first
+        ):
+            driver._returns += 1
+            if driver._returns % HOT_USES:
+                driver._hot.append(conn)
+                return
+        try:
+            if pool is not None:
+                await pool.putconn(conn)
+            else:  # the driver closed while this connection was out
+                await conn.close()
+        except psycopg.Error as failed:
+            if error is None:
+                raise translate(failed) from failed
+        if isinstance(error, psycopg.Error):
+            raise translate(error) from error
+        if isinstance(error, TimeoutError):
+            raise translate(psycopg.OperationalError(str(error))) from error
+
+
+class PostgresCore:
+    """What every role of ``PostgresDriver`` builds on: one pool per ``role`` (its connections named
+    ``workhorse:<role>``), the hot connections in front of it, the statements with the schema filled
+    in, and the schema role. Every attribute of the driver is set here; the role mixins add methods."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "workhorse",
+        role: str = "app",
+        min_size: int = 1,
+        max_size: int = 10,
+        generic_plans: bool = False,
+    ) -> None:
+        self.url = url
+        self.generic_plans = generic_plans
+        self.schema = check_schema_name(schema)
+        self.role = role
+        self.channel = jobs_channel(self.schema)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
+        self._sync_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        self._statements: dict[str, LiteralString] = {}
+        self._hot: list[psycopg.AsyncConnection[dict[str, Any]]] = []  # see HOT_CONNECTIONS
+        self._returns = 0
+        self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "autocommit": True,
+            "application_name": f"workhorse:{self.role}",
+            # A worker role runs the same few statements thousands of times: a generic plan is
+            # planned once per connection (the claim's CTE costs more to plan than to run).
+            "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
+            "row_factory": dict_row,
+            "connect_timeout": 10,
+            "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
+        }
+
+    def q(self, statement: str) -> LiteralString:
+        """A named statement with the schema filled in (cached)."""
+        cached = self._statements.get(statement)
+        if cached is None:
+            cached = statement.replace("{schema}", self.schema)
+            self._statements[statement] = cached
+        return cached
+
+    async def _open_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
+        if self._pool is None:
+            pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+                self.url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs=self.connect_kwargs(),
+                open=False,
+                name=f"workhorse:{self.role}",
+                timeout=10,
+                reconnect_timeout=300,  # keep trying with backoff; our loops report each failure
+            )
+            self._pool = pool
+            with translated():
+                await pool.open(wait=False)
+        return self._pool
+
+    def connection(self) -> _Borrowed:
+        """``async with driver.connection() as conn``: a pooled connection, psycopg errors translated."""
+        return _Borrowed(self)
+
+    @contextlib.contextmanager
+    def sync_connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        if self._sync_pool is None:
+            self._sync_pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._max_size,
+                kwargs=self.connect_kwargs(),
+                open=True,
+                name=f"workhorse:{self.role}:sync",
+                timeout=30,
+            )
+        try:
+            with self._sync_pool.connection() as conn:
+                yield conn
+        except psycopg.Error as error:
+            raise translate(error) from error
+
+    async def fetch(self, statement: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        async with self.connection() as conn:
+            cur = await conn.execute(self.q(statement), params)
+            return await cur.fetchall() if cur.description else []
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            hot, self._hot = self._hot, []
+            for conn in hot:
+                await pool.putconn(conn)
+            await pool.close()
+        if self._sync_pool is not None:
+            sync_pool, self._sync_pool = self._sync_pool, None
+            sync_pool.close()
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        with translated():
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, **{**self.connect_kwargs(), "application_name": "workhorse:migrate"}
+            )
+        try:
+            with translated():
+                return await migrations.apply(conn, self.schema)
+        finally:
+            await conn.close()
+
+    async def check_schema(self) -> None:
+        async with self.connection() as conn:
+            await migrations.check(conn, self.schema)
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+
+
+def _is_uuid(value: str) -> bool:
+    """fullmatch: ``$`` would let a trailing newline through."""
+    return isinstance(value, str) and bool(_UUID.fullmatch(value))
