@@ -9,6 +9,7 @@ from datetime import datetime
 import click
 from rich.table import Table
 
+from workhorse.app import App
 from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, redact, stdout
 from workhorse.cli.run import _duration, _logging_to_stderr
@@ -62,20 +63,20 @@ def scheduler(state: State, *, lease: str, interval: str, as_json: bool) -> None
             redact(app.database_url),
             app.schema,
         )
-        stats = _run(runner)
+        stats = _run(app, runner)
     if as_json:
         emit_json(stats.as_dict())
 
 
-def _run(runner: Scheduler) -> SchedulerStats:
+def _run(app: App, runner: Scheduler) -> SchedulerStats:
     async def body() -> SchedulerStats:
         try:
             return await runner.run()
         finally:
-            await runner.app.close()
+            await app.close()
 
     try:
-        check_reachable(runner.app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
+        check_reachable(app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
         return asyncio.run(body())
     except (ConfigurationError, SchemaError):
         raise  # refused before it started: exit 2 like every refusal

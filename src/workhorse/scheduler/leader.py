@@ -1,0 +1,309 @@
+"""The scheduler role's lifecycle: ``Scheduler`` runs rounds, one at a time, until stopped.
+
+Every process running the role (``workhorse worker`` unless ``--no-scheduler``, or ``workhorse
+scheduler``) runs ROUNDS, each ONE statement (``_db/queries/scheduler``): it renews or takes the
+lease (``election.py``), fires what the previous round planned, fenced by the lease epoch and by
+each task's watermark (``cron.py``), and reads back the database clock and the watermarks the next
+round plans from. After a round that left it leading it runs the leader's other duties
+(``duty.py``; the counter folds, ``folds.py``).
+
+Cadence: the holder runs a round every ``interval`` (15 s) or at the next due occurrence,
+whichever is sooner, and renews its ``lease`` (30 s) on each. A standby runs a round every
+``interval`` or when the holder's lease runs out, whichever is sooner, so a crashed leader is
+replaced within one lease period; it also listens for a released lease (``open_handover``: a
+LISTEN session on PostgreSQL), so a leader that steps down (SIGTERM: finish the round, then
+release the lease) is replaced at once. Idle, a leader issues 4 statements a minute, a standby 5
+(its LISTEN session is probed once a minute).
+
+A process with no task declared takes no part in the election: a leader fires only the tasks it
+knows, so every process running the role should declare the same tasks (the same app).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from workhorse.drivers.leadership import Handover, RoundRequest
+from workhorse.durations import Duration, to_seconds
+from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.scheduler.cron import CronDuty
+from workhorse.scheduler.duty import Duty
+from workhorse.scheduler.election import Election
+from workhorse.scheduler.folds import CounterFolds, fold_hourly
+from workhorse.scheduler.stats import SchedulerStats
+from workhorse.scheduler.store import HandoverSource, PostgresRoundStore, RoundStore, StoreSource
+from workhorse.tasks import TaskHandle
+
+log = logging.getLogger("workhorse.scheduler")
+
+
+class SchedulerApp(StoreSource, Protocol):
+    """What the scheduler needs of its ``workhorse.App``: the declared tasks, and what a store is
+    opened from (this package never imports ``workhorse.app``)."""
+
+    @property
+    def tasks(self) -> Mapping[str, TaskHandle[Any]]:
+        """Every declared task, by name."""
+        ...
+
+
+@dataclass
+class _Anchor:
+    db_now: datetime
+    mono: float
+
+
+class Scheduler:
+    """Runs the scheduler role for ``app``'s tasks. ``await run()`` until ``stop()`` or a signal.
+
+    ``lease``: how long a leadership lasts without renewal (a crashed leader is replaced within
+    it); ``interval``: the longest gap between two rounds, at most half the lease.
+    ``store``/``clock``/``waiter`` are seams for tests (a store of rounds, a monotonic clock, and
+    an awaitable sleep); by default PostgreSQL, ``time.monotonic`` and a wakeable sleep.
+    """
+
+    def __init__(
+        self,
+        app: SchedulerApp,
+        *,
+        lease: Duration = "30s",
+        interval: Duration = "15s",
+        handle_signals: bool = True,
+        store: RoundStore | None = None,
+        clock: Callable[[], float] | None = None,
+        waiter: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        self.app = app
+        self.lease = to_seconds(lease, what="lease", allow_zero=False)
+        self.interval = to_seconds(interval, what="interval", allow_zero=False)
+        if self.lease < 2:
+            raise ConfigurationError(
+                cause=f"the scheduler lease must be at least 2s (a shorter one lapses between rounds), got {lease!r}",
+                fix="Scheduler(app, lease='30s')",
+            )
+        if self.interval > self.lease / 2:
+            raise ConfigurationError(
+                cause=f"the scheduler interval ({self.interval:g}s) must be at most half its lease "
+                f"({self.lease:g}s), so the lease is renewed before it can lapse",
+                fix="Scheduler(app, lease='30s', interval='15s')",
+            )
+        if store is None and app.is_memory:
+            raise ConfigurationError(
+                code="SCHEDULER_NEEDS_POSTGRES",
+                cause="the scheduler role elects its leader and fires its tasks in PostgreSQL; this app uses "
+                "the in-process memory driver",
+                fix="run the scheduler on an App with a database; in unit tests, call task.enqueue() by hand",
+            )
+        self.handle_signals = handle_signals
+        self.id = f"s-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.stats = SchedulerStats()
+        self._store = store
+        self._clock = clock or time.monotonic
+        self._waiter = waiter
+        self._election = Election(self.id, self.stats)
+        self._cron = CronDuty(self.id, app.tasks, self.stats)
+        self._duties: list[Duty] = [CounterFolds(self.id)]
+        self._anchor: _Anchor | None = None
+        self._wake = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._running = False
+        self._signals = 0
+        self._handover: Handover | None = None
+
+    @property
+    def tasks(self) -> Mapping[str, TaskHandle[Any]]:
+        return self.app.tasks
+
+    @property
+    def leading(self) -> bool:
+        """Whether the last round left this process holding the lease."""
+        return self._election.leading
+
+    @property
+    def epoch(self) -> int | None:
+        return self._election.epoch
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self) -> SchedulerStats:
+        """Run rounds until ``stop()`` (or SIGTERM/SIGINT): then finish the round and release the lease."""
+        if self._running:
+            raise ConfigurationError(
+                code="SCHEDULER_RUNNING",
+                cause="this scheduler is already running",
+                fix="create a second Scheduler(app) instead",
+            )
+        self._running = True
+        self._stopped.clear()
+        loop = asyncio.get_running_loop()
+        installed = self._install_signals(loop) if self.handle_signals else []
+        try:
+            if not self.tasks:
+                log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
+                await fold_hourly(self.id, self.app.driver.rollup_counters, self._stop_requested)
+                return self.stats
+            store = self._store if self._store is not None else PostgresRoundStore(self.app)
+            try:
+                await store.check_schema()
+                log.info(
+                    "scheduler %s: standing for election (lease %gs, round every %gs) with %d task(s): %s",
+                    self.id,
+                    self.lease,
+                    self.interval,
+                    len(self.tasks),
+                    ", ".join(sorted(self.tasks)),
+                )
+                await self._loop(store)
+            finally:
+                await self._step_down(store)
+                await self._stop_listening()
+                if self._store is None:
+                    await store.close()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            self._running = False
+            self._stopped.set()
+        return self.stats
+
+    async def stop(self) -> None:
+        """Finish the round in flight, release the lease, and return once ``run()`` has ended."""
+        self._stop_requested.set()
+        self._wake.set()
+        if self._running:
+            await self._stopped.wait()
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[signal.Signals]:
+        installed: list[signal.Signals] = []
+        if threading.current_thread() is not threading.main_thread():
+            return installed
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
+                pass
+        return installed
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        log.warning(
+            "scheduler %s: %s received, %s",
+            self.id,
+            sig.name,
+            "finishing the round, then releasing the lease" if self._signals == 1 else "still finishing the round",
+        )
+        self._stop_requested.set()
+        self._wake.set()
+
+    # -- rounds -------------------------------------------------------------------------------
+
+    async def _loop(self, store: RoundStore) -> None:
+        failures = 0
+        while not self._stop_requested.is_set():
+            self._wake.clear()
+            try:
+                wait = await self._round(store)
+                failures = 0
+                if self.leading and self._anchor is not None:
+                    for duty in self._duties:
+                        await duty.after_round(store, self._anchor.db_now)
+            except WorkhorseError as error:
+                failures += 1
+                self.stats.failed_rounds += 1
+                if self._election.lapse_if_silent(self._clock()):
+                    self._cron.forget()
+                wait = min(self.interval, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+                log.warning("scheduler %s: round failed (%s); next try in %.1fs", self.id, error.cause, wait)
+            if self._stop_requested.is_set():
+                break
+            await self._manage_handover(store)
+            if wait > 0:
+                await self._sleep(wait)
+
+    async def _round(self, store: RoundStore) -> float:
+        """One statement. Answers how long to wait before the next round."""
+        election = self._election
+        fires, declared = self._cron.plan(election.known, self._estimate_now())
+        request = RoundRequest(
+            holder=self.id,
+            host=self.host,
+            pid=self.pid,
+            ttl=self.lease,
+            epoch=election.epoch,
+            fires=fires,
+            declared=declared,
+            names=sorted(self.tasks),
+        )
+        answer = await store.round(request)
+        self._anchor = _Anchor(answer.db_now, self._clock())
+        self.stats.rounds += 1
+        became = election.absorb(answer, self._clock())
+        if not election.leading:
+            self._cron.forget()
+        self._cron.absorb(request, answer, leading=election.leading)
+        if not election.leading:
+            return election.standby_wait(self._clock(), self.interval)
+        return self._cron.holder_wait(election.known, self._estimate_now(), became=became, interval=self.interval)
+
+    def _estimate_now(self) -> datetime | None:
+        """The database clock now: the last round's ``now()`` moved on by the monotonic clock."""
+        if self._anchor is None:
+            return None
+        return self._anchor.db_now + timedelta(seconds=self._clock() - self._anchor.mono)
+
+    async def _sleep(self, seconds: float) -> None:
+        if self._waiter is not None:
+            await self._waiter(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+
+    # -- standing by and stepping down --------------------------------------------------------
+
+    async def _manage_handover(self, store: RoundStore) -> None:
+        """A standby listens for a released lease; the leader needs no such wake-up."""
+        if not isinstance(store, HandoverSource):
+            return
+        if self.leading and self._handover is not None:
+            await self._stop_listening()
+        elif not self.leading and self._handover is None:
+            self._handover = store.open_handover(self._wake)
+
+    async def _stop_listening(self) -> None:
+        handover, self._handover = self._handover, None
+        if handover is not None:
+            await handover.close()
+
+    async def _step_down(self, store: RoundStore) -> None:
+        epoch = self._election.step_down()
+        if epoch is None:
+            return
+        try:
+            released = await store.release(self.id, epoch)
+        except WorkhorseError as error:
+            log.warning(
+                "scheduler %s: could not release the lease (%s); it lapses on its own within %gs",
+                self.id,
+                error.cause,
+                self.lease,
+            )
+            return
+        if released:
+            log.info("scheduler %s: released the lease (epoch %d)", self.id, epoch)
