@@ -53,26 +53,9 @@ from workhorse.drivers.postgres_enqueue import (
     _plain,
     _wire_text,
 )
-from workhorse.drivers.postgres_operate import (
-    BULK_TRIES,
-    SHOWN_LIMIT,
-    PostgresOperate,
-    _id_range,
-    _job,
-    _shown,
-)
-from workhorse.drivers.postgres_steps import (
-    PURGE_BATCH,
-    PostgresSteps,
-    _answer,
-    _fence,
-    _published,
-)
-from workhorse.drivers.postgres_work import (
-    _ARRAY_ESCAPES,
-    PostgresWork,
-    pg_array,
-)
+from workhorse.drivers.postgres_operate import BULK_TRIES, SHOWN_LIMIT, PostgresOperate, _id_range, _job, _shown
+from workhorse.drivers.postgres_steps import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
+from workhorse.drivers.postgres_work import _ARRAY_ESCAPES, PostgresWork, pg_array
 
 
 class PostgresDriver(PostgresEnqueue, PostgresWork, PostgresOperate, PostgresSteps, PostgresCore):
