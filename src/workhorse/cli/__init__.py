@@ -1,12 +1,12 @@
 """The ``workhorse`` command line (click + rich). ``main`` is the console script.
 
 One module per concept: ``main`` (root options, app loading, refusals), ``run`` (migrate,
-worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show and the operator
-verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats), ``metrics`` (the Prometheus
-exposition, once or served), ``db`` (the embedded server), ``demo``.
+worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
+operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats), ``metrics`` (the
+Prometheus exposition, once or served), ``db`` (the embedded server), ``demo``.
 """
 
-from workhorse.cli import db, demo, fleet, jobs, metrics, queues, run, tasks
+from workhorse.cli import db, demo, fleet, jobs, metrics, queues, run, tasks, verbs
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -16,6 +16,7 @@ for _command in (
     tasks.tasks,
     fleet.workers,
     *jobs.COMMANDS,
+    *verbs.COMMANDS,
     *queues.COMMANDS,
     metrics.metrics,
     db.db,
