@@ -23,7 +23,7 @@ from workhorse.app import App
 from workhorse.cli.output import print_refusal, redact
 from workhorse.drivers.direct import check_reachable as reachable
 from workhorse.embedded import ENV_URL
-from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
 
 ENV_APP = "WORKHORSE_APP"
 REFUSED = 2
@@ -173,6 +173,19 @@ def run_with_app(app: App, work: Callable[[App], Awaitable[T]]) -> T:
             await app.close()
 
     return asyncio.run(body())
+
+
+def run_role(app: App, work: Callable[[App], Awaitable[T]]) -> T:
+    """Run a long-running role (``worker``, ``scheduler``) like ``run_with_app``: the database is
+    checked reachable first, the app's connections are closed at the end, a refusal before the
+    role started (``ConfigurationError``, ``SchemaError``) exits 2 like every refusal, and any
+    other ``WorkhorseError`` (the database unreachable at start, a role that failed) exits 1."""
+    try:
+        return run_with_app(app, work)
+    except (ConfigurationError, SchemaError):
+        raise
+    except WorkhorseError as error:
+        raise Refusal(error, FAILED) from error
 
 
 def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

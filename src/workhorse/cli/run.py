@@ -17,11 +17,11 @@ from typing import Any
 import click
 
 from workhorse._db.migrate import script
+from workhorse._service import install_stop_signals, remove_stop_signals
 from workhorse.app import App
-from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state
+from workhorse.cli.main import State, json_option, pass_state, run_role
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
-from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
 from workhorse.scheduler import Scheduler
 from workhorse.worker import Worker, WorkerStats
 
@@ -154,21 +154,12 @@ def worker(
 
 
 def _run(app: App, runner: Worker, *, burst: bool, scheduler: Scheduler | None = None) -> WorkerStats:
-    async def body() -> WorkerStats:
-        try:
-            if scheduler is None:
-                return await runner.run(burst=burst)
-            return await _run_with_scheduler(runner, scheduler)
-        finally:
-            await app.close()
+    async def body(_app: App) -> WorkerStats:
+        if scheduler is None:
+            return await runner.run(burst=burst)
+        return await _run_with_scheduler(runner, scheduler)
 
-    try:
-        check_reachable(app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
-        return asyncio.run(body())
-    except (ConfigurationError, SchemaError):
-        raise  # refused before it started: exit 2 like every refusal
-    except WorkhorseError as error:
-        raise Refusal(error, FAILED) from error
+    return run_role(app, body)
 
 
 async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerStats:
@@ -199,12 +190,7 @@ async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerSta
             log.warning("worker %s: %s received again, cutting off the drain now", runner.id, sig.name)
             stop(runner.stop(cut_off=True))
 
-    installed: list[signal.Signals] = []
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal, sig)
-                installed.append(sig)
+    installed = install_stop_signals(loop, on_signal)
 
     def scheduler_ended(task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -217,8 +203,7 @@ async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerSta
         stats = await runner.run()
     finally:
         await scheduler.stop()  # the worker ended (drained or failed): step the role down too
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        remove_stop_signals(loop, installed)
         if stopping:
             await asyncio.gather(*stopping, return_exceptions=True)
     await role  # re-raises what failed the role

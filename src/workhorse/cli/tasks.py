@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 
 import click
 from rich.table import Table
 
-from workhorse.app import App
-from workhorse.cli.main import FAILED, Refusal, State, check_reachable, json_option, pass_state, run_with_app
+from workhorse.cli.main import State, json_option, pass_state, run_role, run_with_app
 from workhorse.cli.output import ago, emit_json, redact, stdout
 from workhorse.cli.run import _duration, _logging_to_stderr
-from workhorse.errors import ConfigurationError, SchemaError, WorkhorseError
-from workhorse.scheduler import Scheduler, SchedulerStats, TasksReport, read_tasks
+from workhorse.errors import ConfigurationError
+from workhorse.scheduler import Scheduler, TasksReport, read_tasks
 from workhorse.tasks import iso
 
 
@@ -63,25 +61,9 @@ def scheduler(state: State, *, lease: str, interval: str, as_json: bool) -> None
             redact(app.database_url),
             app.schema,
         )
-        stats = _run(app, runner)
+        stats = run_role(app, lambda _app: runner.run())
     if as_json:
         emit_json(stats.as_dict())
-
-
-def _run(app: App, runner: Scheduler) -> SchedulerStats:
-    async def body() -> SchedulerStats:
-        try:
-            return await runner.run()
-        finally:
-            await app.close()
-
-    try:
-        check_reachable(app)  # fail at once, with PostgreSQL's reason, not after the pool's timeout
-        return asyncio.run(body())
-    except (ConfigurationError, SchemaError):
-        raise  # refused before it started: exit 2 like every refusal
-    except WorkhorseError as error:
-        raise Refusal(error, FAILED) from error
 
 
 @click.command("tasks")

@@ -28,7 +28,6 @@ import os
 import random
 import signal
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from workhorse._service import Service, stop_signals
 from workhorse.drivers.leadership import Handover, RoundRequest
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
@@ -120,10 +120,7 @@ class Scheduler:
         self._duties: list[Duty] = [CounterFolds(self.id)]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()
-        self._stop_requested = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._running = False
-        self._signals = 0
+        self._service = Service("scheduler", code="SCHEDULER_RUNNING", fix="create a second Scheduler(app) instead")
         self._handover: Handover | None = None
 
     @property
@@ -143,20 +140,10 @@ class Scheduler:
 
     async def run(self) -> SchedulerStats:
         """Run rounds until ``stop()`` (or SIGTERM/SIGINT): then finish the round and release the lease."""
-        if self._running:
-            raise ConfigurationError(
-                code="SCHEDULER_RUNNING",
-                cause="this scheduler is already running",
-                fix="create a second Scheduler(app) instead",
-            )
-        self._running = True
-        self._stopped.clear()
-        loop = asyncio.get_running_loop()
-        installed = self._install_signals(loop) if self.handle_signals else []
-        try:
+        with self._service.running(), stop_signals(self._on_signal, enabled=self.handle_signals):
             if not self.tasks:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
-                await fold_hourly(self.id, self.app.driver.rollup_counters, self._stop_requested)
+                await fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping)
                 return self.stats
             store = self._store if self._store is not None else PostgresRoundStore(self.app)
             try:
@@ -175,48 +162,30 @@ class Scheduler:
                 await self._stop_listening()
                 if self._store is None:
                     await store.close()
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            self._running = False
-            self._stopped.set()
         return self.stats
 
     async def stop(self) -> None:
         """Finish the round in flight, release the lease, and return once ``run()`` has ended."""
-        self._stop_requested.set()
+        self._service.request_stop()
         self._wake.set()
-        if self._running:
-            await self._stopped.wait()
-
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[signal.Signals]:
-        installed: list[signal.Signals] = []
-        if threading.current_thread() is not threading.main_thread():
-            return installed
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
-                pass
-        return installed
+        await self._service.wait_stopped()
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
+        first = self._service.signalled() == 1
         log.warning(
             "scheduler %s: %s received, %s",
             self.id,
             sig.name,
-            "finishing the round, then releasing the lease" if self._signals == 1 else "still finishing the round",
+            "finishing the round, then releasing the lease" if first else "still finishing the round",
         )
-        self._stop_requested.set()
+        self._service.request_stop()
         self._wake.set()
 
     # -- rounds -------------------------------------------------------------------------------
 
     async def _loop(self, store: RoundStore) -> None:
         failures = 0
-        while not self._stop_requested.is_set():
+        while not self._service.stopping.is_set():
             self._wake.clear()
             try:
                 wait = await self._round(store)
@@ -231,7 +200,7 @@ class Scheduler:
                     self._cron.forget()
                 wait = min(self.interval, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
                 log.warning("scheduler %s: round failed (%s); next try in %.1fs", self.id, error.cause, wait)
-            if self._stop_requested.is_set():
+            if self._service.stopping.is_set():
                 break
             await self._manage_handover(store)
             if wait > 0:
