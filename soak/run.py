@@ -138,7 +138,10 @@ def src_version() -> str:
         return f"imported from {imported}"
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        except OSError:  # no git on this machine
+            return ""
         return done.stdout
 
     commit = git("log", "-1", "--format=%h", "--", "src").strip() or "unknown"
@@ -186,6 +189,7 @@ class Soak:
         self.t0 = time.monotonic()
         self.t0_db = 0.0
         self.failed = True
+        self.src = src_version()  # replacements import the tree as it is when they spawn: compared at the end
 
     def session(self, name: str) -> Session:
         made = Session(self.url, self.schema, name)
@@ -362,7 +366,8 @@ class Soak:
             "killed_at_shutdown": len(stuck),
             "clock_offset_ms": round(self.clock.offset * 1000, 3),
             "seed": self.settings.seed,
-            "src": src_version(),
+            "src": self.src,
+            "src_changed_during_run": src_version() != self.src,
             "elapsed_s": round(elapsed, 1),
         }
         failed = summary["lost"] > 0 or summary["concurrent_duplicates"] > 0
@@ -373,6 +378,8 @@ class Soak:
             None if worst is None else {"t": round(worst[0] - self.t0_db, 2), "pid": worst[1]}
         )
         details["unexpected_exits"] = p.conductor.unexpected_exits
+        waited_at = registry.worst_due_wait_at
+        details["worst_due_wait_at"] = None if waited_at is None else round(waited_at - self.t0_db, 2)
         self.write_report(summary, details)
         return summary
 
@@ -390,6 +397,7 @@ class Soak:
             "worst_registry_age_s": round(registry.worst_age, 3),
             "registry_expired_samples": len(registry.issues),
             "registry_healthy_samples": registry.healthy_samples,
+            "worst_due_wait_s": round(registry.worst_due_wait, 3),
             "recovery_s": found["recovery_s"],
             "seconds": s.seconds,
             "workers": s.workers,

@@ -10,6 +10,10 @@ row was seen once already (or it started over 15 s ago). For each healthy worker
 records the row's age (``clock_timestamp() - last_seen_at``) and whether it is expired
 (``expires_at < clock_timestamp()``) or missing.
 
+It also samples how long the longest-waiting due job has waited (``worst_due_wait_s``, counted
+once the bulk enqueued at the start has drained): a fleet that stops claiming while jobs wait
+shows there, whatever the registry says.
+
 Reported: the worst age among healthy workers (``worst_registry_age_s``) and the healthy-worker
 samples whose row was expired or missing (``registry_expired_samples``); they fail the soak only
 with ``--strict-registry``.
@@ -17,6 +21,7 @@ with ``--strict-registry``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +55,8 @@ class RegistryStats:
     healthy_samples: int = 0
     worst_age: float = 0.0
     worst_at: tuple[float, int] | None = None  # (t, pid)
+    worst_due_wait: float = 0.0  # the longest any due job had waited for a worker, sampled
+    worst_due_wait_at: float | None = None
     issues: list[RegistryIssue] = field(default_factory=list)
 
 
@@ -63,6 +70,7 @@ class Sampler(threading.Thread):
         self.stats = RegistryStats()
         self.halt = threading.Event()
         self._lock = threading.Lock()
+        self._drained = False
 
     def run(self) -> None:
         while not self.halt.wait(INTERVAL):
@@ -83,6 +91,19 @@ class Sampler(threading.Thread):
             self.stats.rounds += 1
             for member in self.fleet.snapshot():
                 self._judge(member, by_pid.get(member.pid), float(now))
+        self._sample_due(float(now))
+
+    def _sample_due(self, now: float) -> None:
+        try:
+            waited = float(self.session.one(sql.DUE_WAIT)["waited"])
+        except FAILURES:
+            return
+        with self._lock:
+            if not self._drained:  # the bulk at the start is a backlog, not a stall: count from its end
+                self._drained = waited < 1.0
+                return
+            if waited > self.stats.worst_due_wait:
+                self.stats.worst_due_wait, self.stats.worst_due_wait_at = waited, now
 
     def _judge(self, member: Member, row: dict[str, Any] | None, now: float) -> None:
         if row is not None:
@@ -112,11 +133,4 @@ class Sampler(threading.Thread):
 
     def result(self) -> RegistryStats:
         with self._lock:
-            return RegistryStats(
-                self.stats.rounds,
-                self.stats.failed_rounds,
-                self.stats.healthy_samples,
-                self.stats.worst_age,
-                self.stats.worst_at,
-                list(self.stats.issues),
-            )
+            return dataclasses.replace(self.stats, issues=list(self.stats.issues))

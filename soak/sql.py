@@ -134,6 +134,13 @@ select w.pid, w.id, extract(epoch from clock_timestamp() - w.last_seen_at)::floa
 from {schema}.workers as w
 """
 
+# How long the longest-waiting due job has waited (ready, or a retry whose backoff ended).
+DUE_WAIT = """
+select coalesce(extract(epoch from clock_timestamp() - min(j.run_at))::float8, 0) as waited
+from {schema}.jobs as j
+where j.state in ('ready', 'delayed') and j.run_at <= clock_timestamp()
+"""
+
 # Running rows per worker process, most first: whom to freeze right after a burst.
 HOLDINGS = """
 select w.pid, count(*) as held
