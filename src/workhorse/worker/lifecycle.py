@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from workhorse._service import install_stop_signals
 from workhorse.context import JobContext
 from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
 from workhorse.drivers.wakeups import WakeupSource
@@ -218,16 +219,7 @@ class Worker:
 
     def _install_signals(self) -> list[signal.Signals]:
         assert self._body_loop is not None
-        installed: list[signal.Signals] = []
-        if threading.current_thread() is not threading.main_thread():
-            return installed
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._body_loop.add_signal_handler(sig, self._on_signal, sig)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
-                pass
-        return installed
+        return install_stop_signals(self._body_loop, self._on_signal)  # SIGTERM, SIGINT; main thread only
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
