@@ -14,6 +14,7 @@ same code, cause and fix, and a refused call changes nothing:
 ``pause``/``resume``  a paused queue is skipped by every claim until it is resumed
 ``stats``             per queue and per job name: state counts, oldest ready age, throughput and
                       failure rate over a window, from the counters the settle statement moves
+``tasks``             every cron task (schedule, last and next fire) and the scheduler's lease
 ====================  ==========================================================================
 """
 
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._ports import DriverSource
 from workhorse.drivers.base import (
@@ -42,9 +44,19 @@ from workhorse.drivers.base import (
 )
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.scheduler.report import TasksReport, tasks_report
+from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
     from workhorse.drivers.base import Driver
+
+
+class AdminSource(DriverSource, Protocol):
+    """What ``app.admin`` needs of an ``App``: the loop's driver, and the declared cron tasks."""
+
+    @property
+    def tasks(self) -> Mapping[str, TaskHandle[Any]]: ...
+
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 100
@@ -128,7 +140,7 @@ class Admin:
     """The operator API of one ``App`` (``app.admin``). Every method is a coroutine on the calling
     event loop's driver; each answers plain records with a ``to_dict()`` for ``--json``."""
 
-    def __init__(self, app: DriverSource) -> None:
+    def __init__(self, app: AdminSource) -> None:
         self._app = app
 
     @property
@@ -334,6 +346,15 @@ class Admin:
     async def rollup(self) -> int:
         """Fold old minute counters into hours and hours into days (the scheduler leader does this)."""
         return await self._driver.rollup_counters()
+
+    # -- cron tasks ------------------------------------------------------------------------------
+
+    async def tasks(self, *, declared: bool = True) -> TasksReport:
+        """Every cron task the driver knows (schedule, last and next fire), and the scheduler's
+        lease. With ``declared``, the app's own tasks that no leader has registered yet are listed
+        too, and each registered one says whether the app declares it (``workhorse tasks``)."""
+        state = await self._driver.read_schedule()
+        return tasks_report(state, self._app.tasks if declared else None)
 
 
 def summarize(snap: Snapshot, window: float) -> Stats:

@@ -12,7 +12,7 @@ from workhorse.cli.main import State, json_option, pass_state, run_role, run_wit
 from workhorse.cli.output import ago, emit_json, redact, stdout
 from workhorse.cli.run import _duration, _logging_to_stderr
 from workhorse.errors import ConfigurationError
-from workhorse.scheduler import Scheduler, TasksReport, read_tasks
+from workhorse.scheduler import Scheduler, TasksReport
 from workhorse.tasks import iso
 
 
@@ -81,7 +81,7 @@ def tasks(state: State, *, as_json: bool) -> None:
       workhorse --app myproject.jobs:app tasks --json
     """
     given = state.app_spec is not None
-    report: TasksReport = run_with_app(state.app(), lambda app: read_tasks(app, declared=given))
+    report: TasksReport = run_with_app(state.app(), lambda app: app.admin.tasks(declared=given))
     if as_json:
         emit_json(report.to_dict())
         return

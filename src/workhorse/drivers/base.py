@@ -14,6 +14,8 @@ a module of its own (``postgres_<role>.py``, ``memory_<role>.py``):
     OperateRole    get_job, list_jobs, list_workers, the verbs, bulk, pauses, snapshot, rollup_counters
     StepsRole      list_steps, put_step, sleep_step, wait_step
     EventsRole     publish_event (and its sync twin), purge_expired_events
+    LeadershipRole leader_round, release_leader, open_handover, read_schedule: the scheduler's
+                   lease row and its rounds (``drivers/leadership.py``, with the records they speak)
 
 The optional wake-up role is ``drivers/wakeups.py`` (``WakeupSource``). The records live in
 ``drivers/records.py``; every one is importable from here too.
@@ -25,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from workhorse.drivers.leadership import LeadershipRole
 from workhorse.drivers.records import (
     ALL_STATES,
     BULK_STATES,
@@ -223,12 +226,8 @@ class EventsRole(Protocol):
         """Delete expired events in small batches; answers how many rows went."""
 
 
-# The leadership role goes here, from the scheduler work: the scheduler's lease and its rounds
-# (``LeadershipRole``, ``drivers/leadership.py``).
-
-
 @runtime_checkable
-class Driver(SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, Protocol):
+class Driver(SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, LeadershipRole, Protocol):
     """What workhorse needs from storage: every role above. Every method is safe to call concurrently."""
 
     kind: str
@@ -255,6 +254,7 @@ __all__ = [
     "Job",
     "JobRef",
     "JobState",
+    "LeadershipRole",
     "Lease",
     "ListFilter",
     "NewJob",

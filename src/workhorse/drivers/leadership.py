@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from workhorse.drivers.base import NewJob
+from workhorse.drivers.records import NewJob
 
 ROLE = "scheduler"  # the leaders row the scheduler role competes for
 

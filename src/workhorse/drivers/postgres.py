@@ -14,6 +14,7 @@ module over the shared internals of ``postgres_core``; none imports this module 
     postgres_work      PostgresWork: claim, heartbeat, the registry row, settle, progress; the wake-ups
     postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
     postgres_steps     PostgresSteps: durable steps and stored events
+    postgres_leadership  PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
 
 Every name this module defined before that split is still importable from it.
 """
@@ -53,12 +54,13 @@ from workhorse.drivers.postgres_enqueue import (
     _plain,
     _wire_text,
 )
+from workhorse.drivers.postgres_leadership import PostgresLeadership
 from workhorse.drivers.postgres_operate import BULK_TRIES, SHOWN_LIMIT, PostgresOperate, _id_range, _job, _shown
 from workhorse.drivers.postgres_steps import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
 from workhorse.drivers.postgres_work import _ARRAY_ESCAPES, PostgresWork, pg_array
 
 
-class PostgresDriver(PostgresEnqueue, PostgresWork, PostgresOperate, PostgresSteps, PostgresCore):
+class PostgresDriver(PostgresEnqueue, PostgresWork, PostgresOperate, PostgresSteps, PostgresLeadership, PostgresCore):
     """The default driver. ``role`` names the pool's connections (``workhorse:<role>``)."""
 
     kind = "postgres"

@@ -9,9 +9,9 @@ it are private modules, each owning its state:
     cron       the cron duty: planning each round's fires, reading back what landed (pure)
     duty       the Duty protocol: what the leader runs after each round it leads
     folds      the counter folds duty (and the hourly fold of a task-less role)
-    store      RoundStore: where rounds go (PostgresRoundStore, or a test's own)
+    store      RoundStore: where rounds go (DriverRoundStore over the driver's leadership role, or a test's own)
     stats      SchedulerStats
-    report     TaskStatus, LeaderStatus, TasksReport, read_tasks: what `workhorse tasks` prints
+    report     TaskStatus, LeaderStatus, TasksReport, tasks_report: what `workhorse tasks` prints (app.admin.tasks)
 
 The records a round speaks (``RoundRequest``, ``RoundAnswer``...) are the driver's leadership
 role's (``workhorse.drivers.leadership``); they are importable from here too.
@@ -25,12 +25,13 @@ from workhorse.drivers.leadership import (
     TaskState,
     channel_for,
 )
+from workhorse.drivers.postgres_leadership import LISTEN_PROBE
 from workhorse.scheduler.election import MIN_WAIT, WAKE_MARGIN
 from workhorse.scheduler.folds import FOLD_INTERVAL
 from workhorse.scheduler.leader import Scheduler
-from workhorse.scheduler.report import LeaderStatus, TasksReport, TaskStatus, read_tasks
+from workhorse.scheduler.report import LeaderStatus, TasksReport, TaskStatus, read_tasks, tasks_report
 from workhorse.scheduler.stats import SchedulerStats
-from workhorse.scheduler.store import LISTEN_PROBE, PostgresRoundStore, RoundStore
+from workhorse.scheduler.store import DriverRoundStore, PostgresRoundStore, RoundStore
 
 __all__ = [
     "FOLD_INTERVAL",
@@ -38,6 +39,7 @@ __all__ = [
     "MIN_WAIT",
     "WAKE_MARGIN",
     "Declared",
+    "DriverRoundStore",
     "LeaderStatus",
     "PlannedFire",
     "PostgresRoundStore",
@@ -51,4 +53,5 @@ __all__ = [
     "TasksReport",
     "channel_for",
     "read_tasks",
+    "tasks_report",
 ]

@@ -44,7 +44,7 @@ from workhorse.scheduler.duty import Duty
 from workhorse.scheduler.election import Election
 from workhorse.scheduler.folds import CounterFolds, fold_hourly
 from workhorse.scheduler.stats import SchedulerStats
-from workhorse.scheduler.store import HandoverSource, PostgresRoundStore, RoundStore, StoreSource
+from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, open_store
 from workhorse.tasks import TaskHandle
 
 log = logging.getLogger("workhorse.scheduler")
@@ -72,7 +72,8 @@ class Scheduler:
     ``lease``: how long a leadership lasts without renewal (a crashed leader is replaced within
     it); ``interval``: the longest gap between two rounds, at most half the lease.
     ``store``/``clock``/``waiter`` are seams for tests (a store of rounds, a monotonic clock, and
-    an awaitable sleep); by default PostgreSQL, ``time.monotonic`` and a wakeable sleep.
+    an awaitable sleep); by default the app's driver (on PostgreSQL, a connection of its own),
+    ``time.monotonic`` and a wakeable sleep.
     """
 
     def __init__(
@@ -99,13 +100,6 @@ class Scheduler:
                 cause=f"the scheduler interval ({self.interval:g}s) must be at most half its lease "
                 f"({self.lease:g}s), so the lease is renewed before it can lapse",
                 fix="Scheduler(app, lease='30s', interval='15s')",
-            )
-        if store is None and app.is_memory:
-            raise ConfigurationError(
-                code="SCHEDULER_NEEDS_POSTGRES",
-                cause="the scheduler role elects its leader and fires its tasks in PostgreSQL; this app uses "
-                "the in-process memory driver",
-                fix="run the scheduler on an App with a database; in unit tests, call task.enqueue() by hand",
             )
         self.handle_signals = handle_signals
         self.id = f"s-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
@@ -145,7 +139,7 @@ class Scheduler:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
                 await fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping)
                 return self.stats
-            store = self._store if self._store is not None else PostgresRoundStore(self.app)
+            store = self._store if self._store is not None else open_store(self.app)
             try:
                 await store.check_schema()
                 log.info(

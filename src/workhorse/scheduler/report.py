@@ -1,5 +1,10 @@
 """The read model of ``workhorse tasks``: every task with its schedule, last and next fire, and
-the scheduler's lease (``TaskStatus``, ``LeaderStatus``, ``TasksReport``; ``read_tasks``)."""
+the scheduler's lease (``TaskStatus``, ``LeaderStatus``, ``TasksReport``).
+
+The driver reads the rows (``LeadershipRole.read_schedule``); ``tasks_report`` joins them with the
+tasks an app declares (pure); ``app.admin.tasks()`` is the two together, and ``read_tasks(app)``
+the same for callers holding an app.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from workhorse._db.queries import scheduler as sql
-from workhorse.drivers.base import Driver
-from workhorse.drivers.postgres import PostgresDriver
-from workhorse.errors import ConfigurationError
+from workhorse.drivers.leadership import ScheduleState
 from workhorse.tasks import TaskHandle, iso
 
 
+class TasksReader(Protocol):
+    """What ``read_tasks`` calls: ``app.admin`` (``workhorse.admin.Admin``)."""
+
+    async def tasks(self, *, declared: bool = True) -> TasksReport: ...
+
+
 class TasksSource(Protocol):
-    """What reading the tasks needs of the ``workhorse.App``: its driver and its declared tasks."""
+    """What ``read_tasks`` needs of the ``workhorse.App``: its operator API."""
 
     @property
-    def driver(self) -> Driver: ...
-
-    @property
-    def tasks(self) -> Mapping[str, TaskHandle[Any]]: ...
+    def admin(self) -> TasksReader: ...
 
 
 @dataclass(frozen=True)
@@ -104,38 +109,29 @@ class TasksReport:
         }
 
 
-async def read_tasks(app: TasksSource, *, declared: bool = True) -> TasksReport:
-    """Every task the database knows, plus (with ``declared``) those ``app`` declares that no leader
-    has registered yet; and the scheduler lease. Two statements on the app's own connection."""
-    driver = app.driver
-    if not isinstance(driver, PostgresDriver):
-        raise ConfigurationError(
-            code="SCHEDULER_NEEDS_POSTGRES",
-            cause="task state lives in PostgreSQL; this app uses the in-process memory driver",
-            fix="read tasks through an App with a database",
-        )
-    rows = await driver.fetch(sql.LIST_TASKS)
-    lease = (await driver.fetch(sql.LEADER))[0]
-    db_now: datetime = lease["db_now"]
-    mine = app.tasks if declared else {}
+def tasks_report(state: ScheduleState, declared: Mapping[str, TaskHandle[Any]] | None) -> TasksReport:
+    """The report of ``state`` (what the driver read), joined with the app's ``declared`` tasks
+    when given: those no leader has registered yet are listed too, and every registered one says
+    whether the app declares it (None when no app was given). Pure."""
+    mine = declared if declared is not None else {}
     seen: set[str] = set()
     out: list[TaskStatus] = []
-    for r in rows:
-        seen.add(r["name"])
-        fired = r["last_fired_at"] is not None
+    for r in state.tasks:
+        seen.add(r.name)
+        fired = r.last_fired_at is not None
         out.append(
             TaskStatus(
-                name=r["name"],
-                schedule=r["schedule"],
-                timezone=r["timezone"],
-                catch_up=r["catch_up"],
+                name=r.name,
+                schedule=r.schedule,
+                timezone=r.timezone,
+                catch_up=r.catch_up,
                 registered=True,
-                declared=(r["name"] in mine) if declared else None,
-                last_occurrence=r["watermark"] if fired else None,
-                last_fired_at=r["last_fired_at"],
-                last_job_id=r["last_job_id"],
-                next_at=r["next_at"],
-                fired=r["fired"],
+                declared=(r.name in mine) if declared is not None else None,
+                last_occurrence=r.watermark if fired else None,
+                last_fired_at=r.last_fired_at,
+                last_job_id=r.last_job_id,
+                next_at=r.next_at,
+                fired=r.fired,
             )
         )
     for name, task in sorted(mine.items()):
@@ -153,21 +149,28 @@ async def read_tasks(app: TasksSource, *, declared: bool = True) -> TasksReport:
                 last_occurrence=None,
                 last_fired_at=None,
                 last_job_id=None,
-                next_at=task.schedule.next_after(db_now),
+                next_at=task.schedule.next_after(state.db_now),
                 fired=0,
             )
         )
     out.sort(key=lambda t: t.name)
+    lease = state.lease
     leader = None
-    if lease["holder"] is not None:
+    if lease is not None:
         leader = LeaderStatus(
-            holder=lease["holder"],
-            epoch=lease["epoch"],
-            host=lease["host"],
-            pid=lease["pid"],
-            acquired_at=lease["acquired_at"],
-            renewed_at=lease["renewed_at"],
-            expires_at=lease["expires_at"],
-            live=lease["live"],
+            holder=lease.holder,
+            epoch=lease.epoch,
+            host=lease.host,
+            pid=lease.pid,
+            acquired_at=lease.acquired_at,
+            renewed_at=lease.renewed_at,
+            expires_at=lease.expires_at,
+            live=lease.live,
         )
-    return TasksReport(tasks=out, leader=leader, db_now=db_now)
+    return TasksReport(tasks=out, leader=leader, db_now=state.db_now)
+
+
+async def read_tasks(app: TasksSource, *, declared: bool = True) -> TasksReport:
+    """Every task the driver knows, plus (with ``declared``) those ``app`` declares that no leader
+    has registered yet; and the scheduler lease: ``app.admin.tasks(declared=...)``."""
+    return await app.admin.tasks(declared=declared)

@@ -1,23 +1,19 @@
-"""Where rounds go: the ``RoundStore`` protocol, and the store on PostgreSQL.
+"""Where rounds go: the ``RoundStore`` protocol, and the store over a driver's leadership role.
 
 A store runs a round (``round``), ends a lease (``release``), folds counters (``rollup``), and,
-when it can, wakes a standby on a released lease (``HandoverSource.open_handover``). Tests pass
-their own store (a virtual clock); by default the scheduler opens ``PostgresRoundStore``.
+when it can, wakes a standby on a released lease (``HandoverSource.open_handover``). The
+scheduler's default is ``DriverRoundStore`` over the app's driver: on PostgreSQL a driver of its
+own, one connection named ``workhorse:scheduler`` (``PostgresRoundStore``); on the memory driver
+the app's own. Tests may pass their own store (a virtual clock).
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from workhorse._db.queries import scheduler as sql
 from workhorse.drivers.base import Driver
-from workhorse.drivers.leadership import Handover, RoundAnswer, RoundRequest, TaskState, channel_for
-from workhorse.drivers.listener import Listener
-from workhorse.drivers.postgres import PostgresDriver
-
-LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection
+from workhorse.drivers.leadership import Handover, RoundAnswer, RoundRequest
 
 
 class StoreSource(Protocol):
@@ -37,7 +33,7 @@ class StoreSource(Protocol):
 
 
 class RoundStore(Protocol):
-    """Where rounds go. ``PostgresRoundStore`` in production; tests may pass their own."""
+    """Where rounds go. ``DriverRoundStore`` by default; tests may pass their own."""
 
     async def check_schema(self) -> None: ...
 
@@ -58,87 +54,42 @@ class HandoverSource(Protocol):
     def open_handover(self, wake: asyncio.Event) -> Handover: ...
 
 
-def _ts(value: Any) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+class DriverRoundStore:
+    """Rounds through a driver's leadership role. ``owned``: the store closes the driver with it."""
 
-
-class PostgresRoundStore:
-    """Rounds on PostgreSQL, on one connection named ``workhorse:scheduler``."""
-
-    def __init__(self, app: StoreSource) -> None:
-        driver = app.postgres_driver("scheduler", max_size=1)
-        assert isinstance(driver, PostgresDriver)
-        self.driver: PostgresDriver = driver
-        self.channel = channel_for(driver.schema)
-        self.url = driver.url
+    def __init__(self, driver: Driver, *, owned: bool) -> None:
+        self.driver = driver
+        self.owned = owned
 
     async def check_schema(self) -> None:
         await self.driver.check_schema()
 
     async def round(self, request: RoundRequest) -> RoundAnswer:
-        fires = request.fires
-        rows = await self.driver.fetch(
-            sql.ROUND,
-            {
-                "holder": request.holder,
-                "host": request.host,
-                "pid": request.pid,
-                "ttl": request.ttl,
-                "epoch": request.epoch,
-                "channel": self.driver.channel,
-                "f_names": [f.task for f in fires],
-                "f_occurrences": [f.fire.occurrence for f in fires],
-                "f_prevs": [f.prev for f in fires],
-                "f_next_ats": [f.fire.next_at for f in fires],
-                "f_ids": [f.job.id for f in fires],
-                "f_queues": [f.job.queue for f in fires],
-                "f_tenants": [f.job.tenant for f in fires],
-                "f_payloads": [f.job.payload for f in fires],
-                "f_keys": [f.job.key for f in fires],
-                "f_priorities": [f.job.priority for f in fires],
-                "f_max_attempts": [f.job.max_attempts for f in fires],
-                "f_dead_letters": [f.job.dead_letter for f in fires],
-                "d_names": [d.name for d in request.declared],
-                "d_schedules": [d.schedule for d in request.declared],
-                "d_timezones": [d.timezone for d in request.declared],
-                "d_catch_ups": [d.catch_up for d in request.declared],
-                "d_next_ats": [d.next_at for d in request.declared],
-                "names": list(request.names),
-            },
-        )
-        row = rows[0]
-        tasks = {
-            t["name"]: TaskState(
-                name=t["name"],
-                watermark=_ts(t["watermark"]),
-                descriptor=(t["schedule"], t["timezone"], t["catch_up"]),
-            )
-            for t in row["tasks"]
-        }
-        return RoundAnswer(
-            db_now=row["db_now"],
-            epoch=row["epoch"],
-            expires_at=row["expires_at"],
-            holder=row["holder"],
-            holder_epoch=row["holder_epoch"],
-            holder_expires_at=row["holder_expires_at"],
-            tasks=tasks,
-            fired=frozenset(row["fired"]),
-            inserted=frozenset(row["inserted"]),
-        )
+        return await self.driver.leader_round(request)
 
     async def release(self, holder: str, epoch: int) -> bool:
-        rows = await self.driver.fetch(sql.RELEASE, {"holder": holder, "epoch": epoch, "channel": self.channel})
-        return bool(rows and rows[0]["released"])
+        return await self.driver.release_leader(holder, epoch)
 
     async def rollup(self) -> int:
         return await self.driver.rollup_counters()
 
     def open_handover(self, wake: asyncio.Event) -> Handover:
-        """A standby LISTENs for a released lease on a session of its own."""
-        listener = Listener(self.url, self.channel, (), wake, probe_interval=LISTEN_PROBE)
-        listener.start()
-        return listener
+        return self.driver.open_handover(wake)
 
     async def close(self) -> None:
-        await self.driver.close()
+        if self.owned:
+            await self.driver.close()
+
+
+class PostgresRoundStore(DriverRoundStore):
+    """Rounds on PostgreSQL, on a driver of their own: one connection named ``workhorse:scheduler``."""
+
+    def __init__(self, app: StoreSource) -> None:
+        super().__init__(app.postgres_driver("scheduler", max_size=1), owned=True)
+
+
+def open_store(app: StoreSource) -> DriverRoundStore:
+    """The scheduler's default store: a driver of its own on PostgreSQL, the app's memory driver."""
+    if app.is_memory:
+        return DriverRoundStore(app.driver, owned=False)
+    return PostgresRoundStore(app)
