@@ -26,6 +26,7 @@ from typing import Protocol, runtime_checkable
 from workhorse.drivers.records import NewJob
 
 ROLE = "scheduler"  # the leaders row the scheduler role competes for
+LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection (PostgreSQL)
 
 
 def channel_for(schema: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from workhorse._db.queries import scheduler as sql
 from workhorse.drivers.leadership import (
+    LISTEN_PROBE,
     LeaseRecord,
     RoundAnswer,
     RoundRequest,
@@ -21,8 +22,6 @@ from workhorse.drivers.leadership import (
 )
 from workhorse.drivers.listener import Listener
 from workhorse.drivers.postgres_core import PostgresCore
-
-LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection
 
 
 def _ts(value: Any) -> datetime:

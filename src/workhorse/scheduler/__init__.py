@@ -18,6 +18,7 @@ role's (``workhorse.drivers.leadership``); they are importable from here too.
 """
 
 from workhorse.drivers.leadership import (
+    LISTEN_PROBE,
     Declared,
     PlannedFire,
     RoundAnswer,
@@ -25,7 +26,6 @@ from workhorse.drivers.leadership import (
     TaskState,
     channel_for,
 )
-from workhorse.drivers.postgres_leadership import LISTEN_PROBE
 from workhorse.scheduler.election import MIN_WAIT, WAKE_MARGIN
 from workhorse.scheduler.folds import FOLD_INTERVAL
 from workhorse.scheduler.leader import Scheduler
