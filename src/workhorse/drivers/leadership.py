@@ -1,8 +1,7 @@
-"""The optional leadership role of a driver: the scheduler's lease row and its rounds.
-
-A driver that has it (``LeadershipRole``) runs what the scheduler role asks of its storage, each call
-one statement on PostgreSQL (``_db/queries/scheduler.py``; ``drivers/postgres_leadership.py``)
-and one step under the lock on the memory driver (``drivers/memory_leadership.py``):
+"""The leadership role of a driver (``LeadershipRole``, one of ``Driver``'s bases): the scheduler's
+lease row and its rounds. It runs what the scheduler role asks of its storage, each call one
+statement on PostgreSQL (``_db/queries/scheduler.py``; ``drivers/postgres_leadership.py``) and
+one step under the lock on the memory driver (``drivers/memory_leadership.py``):
 
 ``leader_round``    renew (or take) the lease with its epoch fence, fire what the last round
                     planned (watermark moved and job inserted together), register declarations,
@@ -157,7 +156,7 @@ class Handover(Protocol):
 
 @runtime_checkable
 class LeadershipRole(Protocol):
-    """A driver that can hold the scheduler's lease and run its rounds: the leadership role."""
+    """The leadership role: hold the scheduler's lease and run its rounds."""
 
     async def leader_round(self, request: RoundRequest) -> RoundAnswer:
         """One round: lease, fenced fires, registrations, and the state the next round plans from."""
