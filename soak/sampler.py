@@ -10,9 +10,10 @@ row was seen once already (or it started over 15 s ago). For each healthy worker
 records the row's age (``clock_timestamp() - last_seen_at``) and whether it is expired
 (``expires_at < clock_timestamp()``) or missing.
 
-It also samples how long the longest-waiting due job has waited (``worst_due_wait_s``, counted
-once the bulk enqueued at the start has drained): a fleet that stops claiming while jobs wait
-shows there, whatever the registry says.
+It also samples how long the longest-waiting job has waited for a worker (``worst_due_wait_s``:
+a due job since it became due, a running job since its lease lapsed; counted once the bulk
+enqueued at the start has drained): a fleet that stops claiming while jobs wait shows there,
+whatever the registry says.
 
 Reported: the worst age among healthy workers (``worst_registry_age_s``) and the healthy-worker
 samples whose row was expired or missing (``registry_expired_samples``); they fail the soak only

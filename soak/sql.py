@@ -134,11 +134,20 @@ select w.pid, w.id, extract(epoch from clock_timestamp() - w.last_seen_at)::floa
 from {schema}.workers as w
 """
 
-# How long the longest-waiting due job has waited (ready, or a retry whose backoff ended).
+# How long the longest-waiting job has waited for a worker: a due job since it became due (its
+# run_at, or its last change: a hand-back keeps the run_at it had), a running job whose lease
+# lapsed since the lapse.
 DUE_WAIT = """
-select coalesce(extract(epoch from clock_timestamp() - min(j.run_at))::float8, 0) as waited
-from {schema}.jobs as j
-where j.state in ('ready', 'delayed') and j.run_at <= clock_timestamp()
+select coalesce(extract(epoch from clock_timestamp() - min(w.since))::float8, 0) as waited
+from (
+    select greatest(j.run_at, j.updated_at) as since
+    from {schema}.jobs as j
+    where j.state in ('ready', 'delayed') and j.run_at <= clock_timestamp()
+    union all
+    select j.lease_expires_at
+    from {schema}.jobs as j
+    where j.state = 'running' and j.lease_expires_at < clock_timestamp()
+) as w
 """
 
 # Running rows per worker process, most first: whom to freeze right after a burst.
