@@ -222,3 +222,66 @@ async def test_a_run_cancelled_while_claimed_ahead_is_never_started(app: App) ->
         await task
     assert started == [0, 1, 2, 4, 5]
     assert worker.stats.completed == 10 and worker.stats.settle_missed == 0
+
+
+async def test_a_run_claimed_ahead_starts_only_while_its_lease_has_a_beat_left(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renewals stop landing while runs wait, claimed ahead, behind a slot held by a long body.
+    The slot frees 2.4 s after their claim: their windows (3 s) are still open, but by less than a
+    beat (1 s), so their leases missed a renewal and may be gone before a first write. None of
+    them starts; the long body, already running, completes."""
+    down = threading.Event()
+    driver_class = type(app.driver)
+    original = driver_class.heartbeat
+
+    async def heartbeat(self: Any, *args: Any) -> Any:
+        if down.is_set():
+            raise outage("the server went away")
+        return await original(self, *args)
+
+    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+    started: list[int] = []
+    gate = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def tick(ctx: JobContext, payload: int) -> int:
+        started.append(payload)
+        if payload == 0:
+            await gate.wait()
+        return payload
+
+    @app.job(tenant="none")
+    async def warm(ctx: JobContext, payload: None) -> None:
+        return None
+
+    await warm.enqueue_many([None] * 5)
+    worker = app.worker(concurrency=1, visibility_timeout="3s", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(200):
+            if worker.stats.completed == 5:
+                break
+            await asyncio.sleep(0.01)
+        down.set()
+        claimed_at = time.monotonic()
+        await tick.enqueue_many(list(range(4)))
+        for _ in range(200):
+            if started == [0] and worker.stats.claimed == 9:
+                break
+            await asyncio.sleep(0.01)
+        assert started == [0] and worker.stats.claimed == 9, (started, worker.stats)
+        await asyncio.sleep(claimed_at + 2.4 - time.monotonic())
+        down.clear()  # the body's settle must land; the waiting runs' leases are past saving
+        gate.set()
+        for _ in range(200):
+            if worker.stats.completed == 6 and worker.stats.lease_lost == 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        down.clear()
+        gate.set()
+        await worker.stop()
+        await task
+    assert started == [0]
+    assert worker.stats.completed == 6 and worker.stats.lease_lost == 3

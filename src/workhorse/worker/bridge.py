@@ -36,6 +36,7 @@ class Bridge:
         *,
         worker_id: str,
         visibility: float,
+        beat: float,
         body_loop: asyncio.AbstractEventLoop,
         pool: Executor,
         finished: Callable[[Held, Verdict], None],
@@ -44,6 +45,7 @@ class Bridge:
     ) -> None:
         self.worker_id = worker_id
         self.visibility = visibility
+        self.beat = beat
         self.body_loop = body_loop
         self.pool = pool
         self._finished = finished
@@ -94,12 +96,15 @@ class Bridge:
             self._post(functools.partial(self._thread_exited, held))
 
         def lease_open() -> bool:
+            """A run starts only while its lease has a beat left: a lease that old missed its
+            renewal (this process was frozen, or its renewals are failing) and may be lost by
+            the time the body makes its first write."""
             waited = lease_clock() - held.renewed_at
-            if waited < self.visibility:
+            if waited < self.visibility - self.beat:
                 return True
             log.warning(
-                "worker %s: job %s (%s) not started: its lease window closed %.1fs after its claim, before "
-                "its turn came (was this process frozen?); it runs again once its lease lapses",
+                "worker %s: job %s (%s) not started: its lease was last set %.1fs ago, with less than a beat "
+                "of its window left (was this process frozen?); it runs again once its lease lapses",
                 self.worker_id,
                 held.lease.job_id,
                 held.run.handle.name,

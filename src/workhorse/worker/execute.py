@@ -73,9 +73,10 @@ async def execute(
 
     The body is not started at all when the run was cancelled before its turn came (an operator's
     cancel, a lease found lost, a drain's cut-off) or when ``lease_open`` says its lease window
-    has closed by this process's clock: a run claimed ahead by a process that was then frozen
-    (SIGSTOP, a GC pause, a VM migration, a laptop's sleep) may be another worker's by now. Its
-    verdict is the cancel's (nothing written; a drain's hands it back unspent)."""
+    is (nearly) closed by this process's clock: a run claimed ahead by a process that was then
+    frozen (SIGSTOP, a GC pause, a VM migration, a laptop's sleep) may be another worker's by
+    now. A sync body's thread asks ``lease_open`` again before it calls the body. Its verdict is
+    the cancel's (nothing written; a drain's hands it back unspent)."""
     handle, ctx = run.handle, run.ctx
     if not run.reasons and not lease_open():
         run.cancel("lease lost")
@@ -85,7 +86,7 @@ async def execute(
         ctx.mark_cancelled("finished")
         return _cancelled_verdict(run)  # a timeout cannot come first: its timer starts with the body
     try:
-        value = await _call(run, pool, on_thread_exit)
+        value = await _call(run, pool, on_thread_exit, lease_open)
         if run.reasons:  # a cancel landed but the body swallowed it and returned
             return _cancelled_verdict(run)
         try:
@@ -101,9 +102,9 @@ async def execute(
         raise
     except JobCancelledError:
         return _cancelled_verdict(run)
-    except LeaseLostError:
-        if not run.reasons:  # a fenced step write found the claim gone before the heartbeat did
-            run.reasons.append("lease lost")
+    except (LeaseLostError, NotStarted):
+        if not run.reasons:  # a fenced step write found the claim gone before the heartbeat did,
+            run.reasons.append("lease lost")  # or the pool's thread took the call past the window
         return _cancelled_verdict(run)
     except Exception as error:
         if run.reasons and run.reasons[0] != "timeout":
@@ -132,7 +133,17 @@ def _failure(run: Run, error: BaseException) -> Verdict:
     return Verdict(outcome, error=error_json(error), delay=decision.delay)
 
 
-async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) -> Any:
+class NotStarted(Exception):
+    """The pool's thread took a sync body's call once its lease window had closed: not run."""
+
+
+def _on_thread(fn: Callable[..., Any], lease_open: Callable[[], bool], ctx: JobContext, payload: Any) -> Any:
+    if not lease_open():  # checked again where the body runs: a frozen process's pool takes calls late
+        raise NotStarted
+    return fn(ctx, payload)
+
+
+async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None], lease_open: Callable[[], bool]) -> Any:
     handle, ctx = run.handle, run.ctx
     loop = asyncio.get_running_loop()
     if handle.is_async:
@@ -144,7 +155,7 @@ async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None]) ->
             return await handle.fn(ctx, run.claimed.payload)
         finally:
             deadline.cancel()
-    future = loop.run_in_executor(pool, handle.fn, ctx, run.claimed.payload)
+    future = loop.run_in_executor(pool, _on_thread, handle.fn, lease_open, ctx, run.claimed.payload)
     run.thread_done = future
     future.add_done_callback(lambda _f: on_thread_exit())
     run.task = None

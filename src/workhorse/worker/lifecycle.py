@@ -318,6 +318,7 @@ class Worker:
         bridge = Bridge(
             worker_id=self.id,
             visibility=self.visibility,
+            beat=self.heartbeat_interval,
             body_loop=self._body_loop,
             pool=self._pool,
             finished=lambda held, verdict: self._body_finished(control, held, verdict),
