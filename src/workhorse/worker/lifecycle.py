@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from workhorse._service import install_stop_signals
+from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
 from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
 from workhorse.drivers.wakeups import WakeupSource
@@ -138,8 +138,7 @@ class Worker:
         self._body_loop: asyncio.AbstractEventLoop | None = None
         self._drain_deadline: float | None = None
         self._burst = False
-        self._signals = 0
-        self._running = False
+        self._service = Service("worker", code="WORKER_RUNNING", fix="create a second worker with app.worker() instead")
         # Between a claim's answer and the start of its runs (flow control plugs in here).
         self.admission: Admission = AdmitAll()
 
@@ -171,13 +170,13 @@ class Worker:
 
     async def run(self, *, burst: bool = False) -> WorkerStats:
         """Work until ``stop()`` or a signal (then drain); with ``burst``, until nothing is due."""
-        if self._running:
-            raise ConfigurationError(
-                code="WORKER_RUNNING",
-                cause="this worker is already running",
-                fix="create a second worker with app.worker() instead",
-            )
-        self._running = True
+        with self._service.running():  # a second run() while one runs is refused (WORKER_RUNNING)
+            await self._run(burst)
+        if self._failure is not None:
+            raise self._failure
+        return self.stats
+
+    async def _run(self, burst: bool) -> None:
         self._burst = burst
         self._body_loop = asyncio.get_running_loop()
         if not self.app.is_memory:
@@ -200,14 +199,9 @@ class Worker:
                 await asyncio.shield(self._stopped.wait())
                 raise
         finally:
-            for sig in installed:
-                self._body_loop.remove_signal_handler(sig)
+            remove_stop_signals(self._body_loop, installed)
             await asyncio.to_thread(thread.join)
             pool.shutdown(wait=False, cancel_futures=True)
-            self._running = False
-        if self._failure is not None:
-            raise self._failure
-        return self.stats
 
     async def stop(self, *, cut_off: bool = False) -> None:
         """Drain: stop claiming, let running jobs finish up to ``drain_timeout``, then return."""
@@ -222,14 +216,14 @@ class Worker:
         return install_stop_signals(self._body_loop, self._on_signal)  # SIGTERM, SIGINT; main thread only
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
+        signals = self._service.signalled()
         log.warning(
             "worker %s: %s received, %s",
             self.id,
             sig.name,
-            "draining" if self._signals == 1 else "cutting off the drain now",
+            "draining" if signals == 1 else "cutting off the drain now",
         )
-        self._begin_drain(cut_off=self._signals > 1)
+        self._begin_drain(cut_off=signals > 1)
 
     def _begin_drain(self, *, cut_off: bool) -> None:
         """Thread-safe: flip to draining and arm the cut-off."""
