@@ -22,6 +22,8 @@ class Blackhole:
         self.silenced: list[asyncio.Event] = []
         self.connections = 0
         self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+        self.handlers: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -35,7 +37,12 @@ class Blackhole:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        handler = asyncio.current_task()
+        assert handler is not None
+        self.handlers.add(handler)
+        self.writers.append(writer)
         up_reader, up_writer = await self._upstream()
+        self.writers.append(up_writer)
         silent = asyncio.Event()
         self.silenced.append(silent)
 
@@ -57,8 +64,18 @@ class Blackhole:
             event.set()
 
     async def stop(self) -> None:
+        """Close every connection it holds and end every handler, silenced ones included: left to
+        the loop's teardown, their sockets are reported unclosed while the next test runs."""
         assert self.server is not None
         self.server.close()
+        for writer in self.writers:
+            writer.close()
+        for handler in self.handlers:
+            handler.cancel()
+        await asyncio.gather(*self.handlers, return_exceptions=True)
+        for writer in self.writers:
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
 
 async def test_a_silent_listen_session_is_probed_dead_and_rebuilt(database_url: str, schema: str) -> None:
