@@ -25,6 +25,22 @@ def outage(cause: str) -> DatabaseError:
     return DatabaseError(code="DATABASE_UNAVAILABLE", cause=f"test: {cause}", fix="-")
 
 
+def renewals_switch(app: App, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """While the answered event is set, every lease renewal fails (an event: the renewal runs on
+    the worker's control loop, another thread)."""
+    down = threading.Event()
+    driver_class = type(app.driver)
+    original = driver_class.heartbeat
+
+    async def heartbeat(self: Any, *args: Any) -> Any:
+        if down.is_set():
+            raise outage("the server went away")
+        return await original(self, *args)
+
+    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+    return down
+
+
 async def test_a_stream_of_short_claims_never_postpones_the_registry_renewal(
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,16 +156,7 @@ async def test_a_renewal_that_ends_a_pause_wakes_the_claim_loop(app: App, monkey
     """Renewals fail for a window, so the worker claims nothing (a lease taken then could not be
     kept). A job enqueued meanwhile waits. When renewals land again the worker claims it within
     a beat or two, not at its next idle poll (60 s here)."""
-    down = threading.Event()  # the renewal runs on the worker's control loop, another thread
-    driver_class = type(app.driver)
-    original = driver_class.heartbeat
-
-    async def heartbeat(self: Any, *args: Any) -> Any:
-        if down.is_set():
-            raise outage("the server went away")
-        return await original(self, *args)
-
-    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+    down = renewals_switch(app, monkeypatch)
     ran = asyncio.Event()
 
     @app.job(tenant="none")
@@ -231,16 +238,7 @@ async def test_a_run_claimed_ahead_starts_only_while_its_lease_has_a_beat_left(
     The slot frees 2.4 s after their claim: their windows (3 s) are still open, but by less than a
     beat (1 s), so their leases missed a renewal and may be gone before a first write. None of
     them starts; the long body, already running, completes."""
-    down = threading.Event()
-    driver_class = type(app.driver)
-    original = driver_class.heartbeat
-
-    async def heartbeat(self: Any, *args: Any) -> Any:
-        if down.is_set():
-            raise outage("the server went away")
-        return await original(self, *args)
-
-    monkeypatch.setattr(driver_class, "heartbeat", heartbeat)
+    down = renewals_switch(app, monkeypatch)
     started: list[int] = []
     gate = asyncio.Event()
 
