@@ -4,7 +4,8 @@ The tree::
 
     WorkhorseError                  root: code, cause, fix
     ├── ConfigurationError          a declaration or option was refused (CONFIG_INVALID, ...)
-    ├── PayloadError                a payload is not storable JSON (PAYLOAD_INVALID, PAYLOAD_TOO_LARGE)
+    ├── PayloadError                a payload or a result is not storable JSON (PAYLOAD_INVALID,
+    │                               PAYLOAD_TOO_LARGE; RESULT_INVALID, RESULT_TOO_LARGE)
     ├── DatabaseError               Postgres refused or could not be reached (DATABASE_*)
     ├── SchemaError                 the schema is missing or newer than this code (SCHEMA_*)
     ├── JobNotFoundError            no job with that id (JOB_NOT_FOUND)

@@ -147,12 +147,14 @@ def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "pay
 
 
 def encode_result(value: Any, *, job: str) -> str:
-    """Encode a job's return value; a value that is not JSON fails the attempt with a clear error."""
+    """Encode a job's return value. A value that cannot be stored raises ``RESULT_INVALID`` (not
+    JSON: the cause names the path of the bad value) or ``RESULT_TOO_LARGE``. The failure is
+    deterministic, so the worker ends the job at once rather than running its body again."""
     try:
         return encode(value, max_bytes=DEFAULT_MAX_BYTES, what=f"the result of job {job!r}")
     except PayloadError as error:
         raise PayloadError(
-            code=error.code,
+            code="RESULT_TOO_LARGE" if error.code == "PAYLOAD_TOO_LARGE" else "RESULT_INVALID",
             cause=f"job {job!r} returned a value that cannot be stored: {error.cause}",
-            fix=f"return JSON-compatible data from {job!r} ({error.fix})",
+            fix=f"return JSON-compatible data from {job!r}, e.g. a datetime as value.isoformat() ({error.fix})",
         ) from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -157,6 +158,27 @@ async def test_a_result_that_is_not_json_fails_the_attempt(app: App) -> None:
     job = await app.get_job(ref.id)
     assert job is not None and job.state == "dead"
     assert "cannot be stored" in job.last_error["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("dead_letter", [True, False])
+async def test_a_result_that_cannot_be_stored_ends_the_job_at_once(app: App, dead_letter: bool) -> None:
+    """Encoding the result fails the same way on every attempt, after the body's side effects ran
+    again: the job ends on its first attempt (dead-lettered, or failed without dead letters) with
+    RESULT_INVALID and the path of the bad value, however many attempts its policy allows."""
+    ran: list[int] = []
+
+    @app.job(tenant="none", retry=Retry(attempts=5, base=0, dead_letter=dead_letter))
+    async def stamped(ctx: JobContext, payload: None) -> object:
+        ran.append(ctx.attempt)
+        return {"at": datetime.now(UTC)}
+
+    ref = await stamped.enqueue(None)
+    stats = await app.worker().run(burst=True)
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("dead" if dead_letter else "failed", 1)
+    assert ran == [1] and stats.retried == 0
+    message = job.last_error["message"]  # type: ignore[index]
+    assert message.startswith("RESULT_INVALID: ") and "$.at" in message and "isoformat" in message
 
 
 async def test_on_settled_runs_once_per_ending_never_for_a_retry(app: App) -> None:

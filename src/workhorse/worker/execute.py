@@ -92,7 +92,9 @@ async def execute(
         try:
             encoded = encode_result(value, job=handle.name)
         except PayloadError as error:
-            return _failure(run, error)
+            # The same value would fail the same way on every attempt, after the body's side
+            # effects ran again: end the job now (dead-lettered, or failed without dead letters).
+            return _failure(run, error, terminal=True)
         return Verdict("done", result=encoded, result_value=value)
     except StepSuspension:
         return Verdict(None, suspended=True)  # control flow: the row is already suspended
@@ -124,8 +126,8 @@ def _cancelled_verdict(run: Run) -> Verdict:
     return Verdict(None)  # lease lost or cancelled by an operator: the row is not ours to write
 
 
-def _failure(run: Run, error: BaseException) -> Verdict:
-    if isinstance(error, StepError) and error.terminal:  # a misused step: retrying cannot help
+def _failure(run: Run, error: BaseException, *, terminal: bool = False) -> Verdict:
+    if terminal or (isinstance(error, StepError) and error.terminal):  # retrying cannot help
         decision = Decision("dead" if run.handle.retry.dead_letter else "failed")
     else:
         decision = decide(run.handle.retry, run.claimed.attempt, error)
