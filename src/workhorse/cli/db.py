@@ -7,7 +7,7 @@ from rich.table import Table
 
 from workhorse import embedded
 from workhorse.cli.main import State, json_option, pass_state
-from workhorse.cli.output import emit_json, stdout
+from workhorse.cli.output import emit_json, stdout, styled
 
 
 @click.group("db", short_help="Start, stop or locate the embedded PostgreSQL.")
@@ -87,6 +87,6 @@ def status(as_json: bool) -> None:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for key, value in info.items():
-        shown = ("[green]yes[/]" if value else "[dim]no[/]") if key == "running" else str(value or "-")
+        shown = (styled("yes", "green") if value else styled("no", "dim")) if key == "running" else styled(value or "-")
         grid.add_row(key, shown)
     stdout().print(grid)

@@ -33,14 +33,32 @@ _UNITS = ((86_400, "d"), (3_600, "h"), (60, "m"), (1, "s"))
 _PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)[^@]*@")
 
 
+def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
+    """The one way the CLI builds a rich console: every ``str`` it is given is text, never markup.
+
+    Job names, queues, tenants, keys, payloads, results, errors, progress messages, worker ids
+    and hosts, pause reasons and task names come from the database or the operator: ``[/]`` or
+    ``file:[/srv/in/a.csv]`` must print as written, not fail as markup, and ``[bold]`` or
+    ``:thumbs_up:`` must not turn into styling or an emoji. So ``markup``, ``emoji`` and
+    ``highlight`` are off for every ``str`` printed or put in a table cell; the CLI's own styling
+    is always a ``rich.text.Text`` with an explicit style (``styled``, ``state_text``).
+    """
+    return Console(stderr=err, markup=False, emoji=False, highlight=False, soft_wrap=soft_wrap)
+
+
 def stdout() -> Console:
     # Built per call: rich then writes to whatever sys.stdout is now (click's test runner swaps it).
-    return Console(highlight=False, soft_wrap=False)
+    return console()
 
 
 def stderr() -> Console:
     # soft_wrap: a refusal's `fix` is often a command to copy; never break it at the terminal width.
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(err=True, soft_wrap=True)
+
+
+def styled(value: object, style: str = "") -> Text:
+    """A value as plain text (never markup, whatever brackets it holds), in the CLI's own ``style``."""
+    return Text(str(value), style=style)
 
 
 def emit_json(document: Any) -> None:
@@ -59,7 +77,7 @@ def print_refusal(error: WorkhorseError, *, as_json: bool) -> None:
 
 
 def state_text(state: str) -> Text:
-    return Text(state, style=STATE_STYLES.get(state, ""))
+    return styled(state, STATE_STYLES.get(state, ""))
 
 
 def span(seconds: float) -> str:
