@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from workhorse._ports import EnqueuingApp
@@ -46,7 +48,36 @@ class Outcome:
 
 
 def _name_of(fn: Callable[..., Any]) -> str:
-    return f"{fn.__module__}.{fn.__qualname__}"
+    """A job's default name, ``module.qualname``: the module as an importer names it.
+
+    A function in the module run as ``__main__`` takes the name it has when that module is imported
+    (``python -m pkg.mod``: ``pkg.mod``; ``python script.py``: the file's stem, ``script``), so the
+    script that enqueues and ``workhorse --app script:app worker`` agree. Refused where no such
+    name exists (``python -c``, stdin, an interactive session)."""
+    module = fn.__module__
+    if module == "__main__":
+        module = _main_module_name(fn)
+    return f"{module}.{fn.__qualname__}"
+
+
+def _main_module_name(fn: Callable[..., Any]) -> str:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    if isinstance(name, str) and name and name != "__main__":
+        return name  # python -m pkg.mod
+    path = getattr(main, "__file__", None)
+    stem = Path(path).stem if isinstance(path, str) and path else ""
+    if stem.isidentifier() and stem != "__main__":
+        return stem  # python script.py
+    qualname = getattr(fn, "__qualname__", repr(fn))
+    where = f"the file {path!r} is not importable by that name" if stem else "python -c, stdin or a REPL"
+    raise ConfigurationError(
+        code="JOB_NAME_UNSTABLE",
+        cause=f"function {qualname!r} is declared in __main__ with no module name to name it by ({where}), "
+        "so no worker importing your code would know the job",
+        fix=f"pass an explicit name: @app.job(name='myproject.{qualname}', ...), or declare it in a module file",
+    )
 
 
 def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
