@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,6 +63,7 @@ MAX_PAGE = 200
 DEFAULT_PAGE = 100
 DEFAULT_WINDOW = "1h"
 _HEX = re.compile(r"^[0-9a-f]{1,32}$")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
 
 
@@ -177,6 +179,7 @@ class Admin:
                 cause="both after and before were given; a page is read in one direction",
                 fix="pass the `next` of a page as after, or its `prev` as before, not both",
             )
+        after, before = _position(after, "after"), _position(before, "before")
         if state is not None:
             _check_state(state, ALL_STATES, "workhorse ls --state dead")
         prefix = None
@@ -355,6 +358,23 @@ class Admin:
         too, and each registered one says whether the app declares it (``workhorse tasks``)."""
         state = await self._driver.read_schedule()
         return tasks_report(state, self._app.tasks if declared else None)
+
+
+def _position(cursor: str | None, which: str) -> str | None:
+    """A page's cursor as the canonical id it is. A cursor is a position in id order, not a row:
+    the job it names may be gone (removed, purged) and the page is still the rows beyond it. What
+    is no id at all (not a uuid, spelled as a uuid's text is) is refused."""
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str) or not _UUID.fullmatch(cursor):
+        link = "prev" if which == "before" else "next"
+        raise ConfigurationError(
+            code="PAGE_CURSOR_INVALID",
+            cause=f"the {which} cursor {cursor!r} is no page position: a cursor is a job id (a uuid), "
+            f"as a page's `{link}` gives it",
+            fix=f"start from the first page (omit the cursor), then pass each page's `{link}` as {which}",
+        )
+    return str(uuid.UUID(cursor))
 
 
 def summarize(snap: Snapshot, window: float) -> Stats:

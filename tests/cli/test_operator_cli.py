@@ -162,10 +162,13 @@ def test_ls_refuses_bad_cursors(database_url: str, schema: str, cliapp: ModuleTy
     both = invoke(database_url, schema, "ls", "--after", ref.id, "--before", ref.id, "--json")
     refused(both, "PAGE_CURSOR_INVALID")
     for option in ("--after", "--before"):
-        for cursor in (UNKNOWN_ID, "not-a-cursor"):
+        for cursor in ("not-a-cursor", UNKNOWN_ID + "0"):
             error = refused(invoke(database_url, schema, "ls", option, cursor, "--json"), "PAGE_CURSOR_INVALID")
             assert cursor in error["cause"]
-    refused_human(invoke(database_url, schema, "ls", "--before", UNKNOWN_ID), "PAGE_CURSOR_INVALID")
+    refused_human(invoke(database_url, schema, "ls", "--before", "not-a-cursor"), "PAGE_CURSOR_INVALID")
+    # A well-formed id no job has is a position, not a refusal (older than every job here).
+    assert page(database_url, schema, "--after", UNKNOWN_ID)["jobs"] == []
+    assert [j["id"] for j in page(database_url, schema, "--before", UNKNOWN_ID)["jobs"]] == [ref.id]
 
 
 # -- progress and errors ------------------------------------------------------------------------

@@ -251,28 +251,90 @@ async def test_list_limit_bounds_taken(app: App) -> None:
     assert len((await app.admin.list(limit=200)).jobs) == 3
 
 
-async def test_list_refuses_both_cursors_and_unknown_cursors(app: App) -> None:
+async def test_list_refuses_both_cursors_and_cursors_that_are_no_position(app: App) -> None:
     refs = await enqueue_one_by_one(app, 2)
     before = await listing(app)
     with pytest.raises(ConfigurationError) as both:
         await app.admin.list(after=refs[0].id, before=refs[1].id)
     assert both.value.code == "PAGE_CURSOR_INVALID"
     # Not a uuid: a job's id with a leading space, or in braces, is no cursor.
-    for cursor in (MISSING, "not-a-uuid", "", " " + refs[1].id, "{" + refs[1].id + "}"):
+    cursors: tuple[Any, ...] = ("not-a-uuid", "", " " + refs[1].id, "{" + refs[1].id + "}", refs[1].id[:-1], 7)
+    for cursor in cursors:
         with pytest.raises(ConfigurationError) as after:
             await app.admin.list(after=cursor)
         assert after.value.code == "PAGE_CURSOR_INVALID", cursor
+        assert "after" in after.value.cause and repr(cursor) in after.value.cause, after.value.cause
+        assert after.value.fix, cursor
         with pytest.raises(ConfigurationError) as older:
             await app.admin.list(before=cursor)
         assert older.value.code == "PAGE_CURSOR_INVALID", cursor
         assert "before" in older.value.cause, older.value.cause
-    # A deleted job's id is no cursor either.
-    await app.admin.remove(refs[0].id)
-    for which in ("after", "before"):
-        with pytest.raises(ConfigurationError) as gone:
-            await app.admin.list(**{which: refs[0].id})
-        assert gone.value.code == "PAGE_CURSOR_INVALID"
-    assert await listing(app) == [x for x in before if x[0] != refs[0].id]
+    assert await listing(app) == before
+
+
+async def test_a_cursor_naming_no_job_is_a_position(app: App) -> None:
+    """A cursor is a place in id order, not a row: an id no job has (older than every job here)
+    answers the rows beyond it, and the same id spelled without dashes or in capitals is the same
+    position."""
+    refs = await enqueue_one_by_one(app, 3)
+    newest_first = [r.id for r in reversed(refs)]
+    assert (await app.admin.list(after=MISSING)).jobs == []
+    assert ids(await app.admin.list(before=MISSING)) == newest_first
+    for spelled in (refs[1].id.upper(), refs[1].id.replace("-", "")):
+        after = await app.admin.list(after=spelled)
+        assert (ids(after), after.prev) == ([refs[0].id], refs[0].id)
+        before = await app.admin.list(before=spelled)
+        assert (ids(before), before.next) == ([refs[2].id], refs[2].id)
+
+
+async def make_dead(app: App, count: int) -> list[str]:
+    """``count`` dead jobs, oldest first (each enqueued on its own, a little apart)."""
+
+    @app.job(name="fragile", tenant="none", retry=Retry(attempts=1))
+    async def fragile(ctx: JobContext, payload: dict[str, Any]) -> None:
+        raise ValueError("fails")
+
+    made = []
+    for i in range(count):
+        made.append((await fragile.enqueue({"n": i})).id)
+        await asyncio.sleep(0.002)
+    await app.worker().run(burst=True)
+    assert [j.id for j in (await app.admin.list(state="dead", limit=200)).jobs] == made[::-1]
+    return made
+
+
+@pytest.mark.parametrize("verb", ["remove", "requeue"])
+async def test_a_cursor_outlives_the_job_it_names(app: App, verb: str) -> None:
+    """The dead-letter runbook: `ls --state dead`, fix (rm or requeue) the jobs shown, follow
+    `next`. The job a cursor names may be gone (or no longer dead); the cursor is its position,
+    and the pages beyond it still come, none twice, none skipped. The same for `prev`."""
+    dead = (await make_dead(app, 8))[::-1]  # newest first, as pages read
+    act = getattr(app.admin, verb)
+
+    first = await app.admin.list(state="dead", limit=3)
+    assert ids(first) == dead[0:3] and first.next == dead[2]
+    for job_id in ids(first):  # the operator fixes every job the page shows, the cursor's one too
+        await act(job_id)
+    second = await app.admin.list(state="dead", limit=3, after=first.next)
+    assert ids(second) == dead[3:6]
+    assert (second.next, second.prev) == (dead[5], dead[3])
+    await act(second.next)
+    third = await app.admin.list(state="dead", limit=3, after=second.next)
+    assert ids(third) == dead[6:8] and third.next is None
+
+    # Backwards: the job `prev` names is fixed, and the rows newer than its place still come.
+    await act(third.prev)
+    assert third.prev == dead[6]
+    back = await app.admin.list(state="dead", limit=3, before=third.prev)
+    assert ids(back) == dead[3:5]  # dead[5] was fixed; dead[0:3] too
+    assert (back.next, back.prev) == (dead[4], None)
+    # Without the state filter the removed rows are gone and the requeued ones are listed again.
+    beyond = await app.admin.list(limit=200, after=dead[2])
+    kept = dead[3:8] if verb == "requeue" else [dead[3], dead[4], dead[7]]
+    assert ids(beyond) == kept
+    # The oldest job, its id a cursor, gone or requeued: nothing is past it.
+    await act(dead[7])
+    assert (await app.admin.list(state="dead", after=dead[7])).jobs == []
 
 
 async def test_list_refuses_a_cursor_with_a_trailing_newline(app: App) -> None:

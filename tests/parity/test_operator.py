@@ -51,9 +51,10 @@ async def test_list_limit_refused(app: App, limit: int) -> None:
     assert refused.value.code == "PAGE_LIMIT_INVALID"
 
 
-async def test_list_foreign_cursor_and_unknown_state_refused(app: App) -> None:
+async def test_list_malformed_cursor_and_unknown_state_refused(app: App) -> None:
+    assert (await app.list_jobs(after=MISSING)).jobs == []  # an id no job has is still a position
     with pytest.raises(ConfigurationError) as refused:
-        await app.list_jobs(after=MISSING)
+        await app.list_jobs(after="not-a-uuid")
     assert refused.value.code == "PAGE_CURSOR_INVALID"
     with pytest.raises(ConfigurationError) as unknown:
         await app.list_jobs(state="stuck")

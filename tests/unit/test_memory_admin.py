@@ -246,11 +246,22 @@ async def test_pages_go_both_ways_with_prev_and_next(driver: MemoryDriver, clock
 
 
 @pytest.mark.parametrize("which", ["after", "before"])
-async def test_a_cursor_naming_no_job_is_refused(driver: MemoryDriver, which: str) -> None:
-    for cursor in ("not-a-uuid", "01900000-0000-7000-8000-000000000000"):
+async def test_a_cursor_that_is_no_uuid_is_refused(driver: MemoryDriver, which: str) -> None:
+    for cursor in ("not-a-uuid", "01900000-0000-7000-8000-00000000000"):
         with pytest.raises(ConfigurationError) as refused:
             await driver.list_jobs(ListFilter(), limit=2, **{which: cursor})
         assert refused.value.code == "PAGE_CURSOR_INVALID"
+
+
+async def test_a_cursor_naming_no_job_is_a_position(driver: MemoryDriver, clock: Clock) -> None:
+    """A removed job's id still places a page: the rows beyond it, either way, in any spelling."""
+    ids = await enqueue(driver, clock, *(new() for _ in range(3)))  # ids[2] newest
+    await driver.remove(ids[1])
+    for cursor in (ids[1], ids[1].upper(), ids[1].replace("-", "")):
+        older = await driver.list_jobs(ListFilter(), limit=5, after=cursor)
+        assert ([j.id for j in older.jobs], older.next, older.prev) == ([ids[0]], None, ids[0])
+        newer = await driver.list_jobs(ListFilter(), limit=5, before=cursor)
+        assert ([j.id for j in newer.jobs], newer.next, newer.prev) == ([ids[2]], ids[2], None)
 
 
 async def test_list_filters_by_id_prefix_and_created_range(driver: MemoryDriver, clock: Clock) -> None:

@@ -23,7 +23,7 @@ from workhorse.drivers.base import (
     StateCount,
     WorkerInfo,
 )
-from workhorse.drivers.memory_core import MemoryCore, _by_seq, _KeySlot, _Row, _trunc
+from workhorse.drivers.memory_core import MemoryCore, _by_seq, _canonical, _KeySlot, _Row, _trunc
 from workhorse.errors import ConfigurationError
 
 _SNAPSHOT_STATES = frozenset({"ready", "delayed", "running", "suspended", "dead", "failed"})
@@ -58,15 +58,18 @@ class MemoryOperate(MemoryCore):
     ) -> Page:
         with self._lock:
             now = self._now()
+            # A cursor is a position in id order, not a row: it need not name a job (the one it named
+            # may be gone); what is no uuid at all is refused, as PostgreSQL's driver does. Canonical
+            # ids (lowercase, dashed) sort as the uuids do.
             cursor, which = (before, "before") if before is not None else (after, "after")
-            row = None if cursor is None else self._get(cursor)
-            if cursor is not None and row is None:
+            at = None if cursor is None else _canonical(cursor)
+            if cursor is not None and at is None:
                 raise refusals.bad_cursor(cursor, which=which)
             rows = [r for r in self._rows.values() if r.matches(filters, now)]
-            if row is not None and before is not None:  # the nearest newer rows: ascending, then reversed
-                rows = sorted((r for r in rows if r.id > row.id), key=lambda r: r.id)[: max(limit, 0)][::-1]
+            if at is not None and before is not None:  # the nearest newer rows: ascending, then reversed
+                rows = sorted((r for r in rows if r.id > at), key=lambda r: r.id)[: max(limit, 0)][::-1]
             else:  # newest first (ids are UUIDv7: id order is creation order), older than the cursor
-                rows = [r for r in rows if row is None or r.id < row.id]
+                rows = [r for r in rows if at is None or r.id < at]
                 rows = sorted(rows, key=lambda r: r.id, reverse=True)[: max(limit, 0)]
             jobs = [r.job(now) for r in rows]
         full = bool(jobs) and len(jobs) == limit

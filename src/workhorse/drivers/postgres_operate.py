@@ -89,8 +89,9 @@ class PostgresOperate(PostgresCore):
     async def list_jobs(
         self, filters: ListFilter, *, limit: int, after: str | None = None, before: str | None = None
     ) -> Page:
-        """One keyset page in one statement; a second read only when it came back empty with a
-        cursor (to tell "no more rows" from "no such cursor")."""
+        """One keyset page in one statement. A cursor is a position: the rows beyond it, whether or
+        not its job still exists; only what is no uuid at all is refused (``app.admin`` refuses it
+        first, with the same code)."""
         params: dict[str, Any] = {
             "queue": filters.queue,
             "name": filters.name,
@@ -110,8 +111,6 @@ class PostgresOperate(PostgresCore):
         if cursor is not None and not _is_uuid(cursor):
             raise refusals.bad_cursor(cursor, which=which)
         rows = await self.fetch(admin_sql.list_page(given, backwards=before is not None), params)
-        if not rows and cursor is not None and not await self.fetch(sql.CURSOR_EXISTS, {"id": cursor}):
-            raise refusals.bad_cursor(cursor, which=which)
         jobs = [_job(r) for r in rows]
         full = len(jobs) == limit
         if before is not None:

@@ -15,16 +15,17 @@ from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WA
 # A keyset page over the primary key, newest first: never OFFSET, so a page costs the same at the
 # millionth row as at the first. Job ids are UUIDv7 (``workhorse.ids``): their leading 48 bits are
 # the enqueuing process's clock in milliseconds, so id order is creation order and the cursor is
-# the id alone; it must still name a job. (Migration 008 dropped the (created_at, id) index this once walked: it cost an
-# index entry on every insert, claim and settle.) `created_at` stays the database clock, a column
-# to show and filter on. The statement is assembled from the filters actually given
-# (LIST_FILTERS), never `(%(x)s is null or ...)`: a plan cached for one combination would then
-# serve another (a generic plan cannot tell an absent filter from a present one). A cursor naming
-# no row matches nothing; the caller tells "no such cursor" from "no more rows" with
-# CURSOR_EXISTS, only when the page came back empty.
+# the id alone. (Migration 008 dropped the (created_at, id) index this once walked: it cost an
+# index entry on every insert, claim and settle.) A cursor is a POSITION in that order, not a row:
+# the page is the rows beyond it whether or not a job with that id still exists (an operator
+# removes or requeues the jobs a page shows, retention purges between two pages), so nothing here
+# reads the cursor's row. What is no position at all (not a uuid) is refused before any statement
+# runs. `created_at` stays the database clock, a column to show and filter on. The statement is
+# assembled from the filters actually given (LIST_FILTERS), never `(%(x)s is null or ...)`: a plan
+# cached for one combination would then serve another (a generic plan cannot tell an absent filter
+# from a present one).
 
 LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
-CURSOR_ROW = "select from {schema}.jobs as c where c.id = %(cursor)s::uuid"
 
 # Filter name -> condition. `id_prefix` is an inclusive uuid range (the prefix padded with 0s and
 # with fs), which the primary key serves. The created_* window is a filter on the walk, not a range.
@@ -37,9 +38,9 @@ LIST_FILTERS: dict[str, str] = {
     "created_from": "j.created_at >= %(created_from)s::timestamptz",
     "created_to": "j.created_at < %(created_to)s::timestamptz",
     # Older than the cursor: read forwards (newest first). Newer than it: read backwards (oldest
-    # first), and the caller reverses them. The cursor must name a job (a one-time check).
-    "after": "j.id < %(after)s::uuid and exists (" + CURSOR_ROW.replace("%(cursor)s", "%(after)s") + ")",
-    "before": "j.id > %(before)s::uuid and exists (" + CURSOR_ROW.replace("%(cursor)s", "%(before)s") + ")",
+    # first), and the caller reverses them. The cursor is the scan's start (its index condition).
+    "after": "j.id < %(after)s::uuid",
+    "before": "j.id > %(before)s::uuid",
 }
 LIST_NEWEST_FIRST = "order by j.id desc limit %(limit)s"
 LIST_OLDEST_FIRST = "order by j.id limit %(limit)s"
