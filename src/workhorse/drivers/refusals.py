@@ -63,7 +63,7 @@ def bad_cursor(cursor: str, *, which: str = "after") -> WorkhorseError:
     link = "prev" if which == "before" else "next"
     return ConfigurationError(
         code="PAGE_CURSOR_INVALID",
-        cause=f"the {which} cursor {cursor!r} was not produced by a page of this queue (no such job)",
+        cause=f"the {which} cursor {cursor!r} is not a position in the job list (a page's cursor is a job id)",
         fix=f"start from the first page (omit the cursor), then pass each page's `{link}` as {which}",
     )
 

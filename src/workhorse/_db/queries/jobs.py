@@ -452,8 +452,6 @@ REQUEUE_FINISHED = (
 
 GET = "select " + JOB_COLUMNS + " from {schema}.jobs as j where j.id = %(id)s::uuid"
 
-CURSOR_EXISTS = "select 1 as present from {schema}.jobs where id = %(id)s::uuid"
-
 # Operator verbs. Each is one statement guarded by the states it applies to; a miss is read
 # back with GET to tell "not found" from "wrong state". The bulk forms are in ``admin``.
 CANCEL = (
