@@ -58,6 +58,7 @@ from workhorse.worker.progress import Progress
 from workhorse.worker.records import Control, Held, WorkerStats
 from workhorse.worker.settler import Settler
 from workhorse.worker.table import RunTable
+from workhorse.worker.unknown import UnknownNames
 
 log = logging.getLogger("workhorse.worker")
 
@@ -283,13 +284,20 @@ class Worker:
             self.id,
             ", ".join(f"{q}({n})" for q, n in self.concurrency.items()),
         )
+        # Ready jobs on our queues under names we do not know would wait in silence: say so.
+        watch = UnknownNames(
+            worker_id=self.id, queues=self.queues, names=self._names, source=settle, idle=self._table.idle
+        )
         tasks = [
             asyncio.create_task(self._kept(parts.settler.run, "settle"), name="settle"),
             asyncio.create_task(self._kept(parts.heartbeat.run, "heartbeat"), name="heartbeat"),
             asyncio.create_task(self._kept(parts.progress.run, "progress"), name="progress"),
+            asyncio.create_task(self._kept(watch.run, "unknown-names"), name="unknown-names"),
         ]
         try:
             await parts.claimer.run(wakeups)
+            if self._burst and self._failure is None:
+                await watch.check()  # a burst that found nothing due: were jobs left for want of a name?
             self._begin_drain(cut_off=False)  # a burst found nothing due, or failed: drain what is held
             await self._drain(control, parts)
         finally:
