@@ -135,7 +135,6 @@ class Claimer:
         self.take = take
         self.buried = buried
         self.fail = fail  # a burst run that cannot claim ends with this error
-        self._handing_back: set[asyncio.Future[None]] = set()
 
     def free(self) -> dict[str, int]:
         """Free slots per queue; none while no renewal has landed for a whole window (every run
@@ -220,8 +219,8 @@ class Claimer:
                 # Nothing held, and no settle landed while the last claim ran (it may have missed a
                 # job that settle handed back): the queue has nothing due for us.
                 break
-            poll = IDLE_POLL if wakeups is not None and wakeups.healthy else self.poll_interval
-            poll = max(self.poll_interval, poll)
+            healthy = wakeups is not None and wakeups.healthy
+            poll = max(self.poll_interval, IDLE_POLL) if healthy else self.poll_interval
             wait = idle_wait(
                 poll=poll,
                 free=bool(free),
@@ -254,15 +253,8 @@ class Claimer:
             control.wake.clear()
 
     def start(self, claimed: list[Claimed], asked_at: float) -> None:
-        """Through the admission step, into the worker (held, then started as slots allow). A job
-        not admitted is handed back unspent, in the background."""
-        admitted = self.admission.admit(claimed)
-        if len(admitted) < len(claimed):
-            kept = {c.id for c in admitted}
-            refused = asyncio.ensure_future(self.hand_back([c for c in claimed if c.id not in kept]))
-            self._handing_back.add(refused)
-            refused.add_done_callback(self._handing_back.discard)
-        self.take(admitted, asked_at)
+        """Through the admission step, into the worker (held, then started as slots allow)."""
+        self.take(self.admission.admit(claimed), asked_at)
 
     async def sleep(self, seconds: float) -> None:
         wake = self.control.wake
