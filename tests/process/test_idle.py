@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -41,23 +42,36 @@ def statements(admin_url: str, name: str, seconds: float) -> dict[str, int]:
     Sampled from pg_stat_activity every 50 ms: each statement moves its backend's query_start.
     (pg_stat_database's transaction counter would also count autovacuum's work on the database,
     and backends flush it lazily.) An idle worker's statements are seconds apart, so none is missed.
+    One statement sent with the extended protocol is three messages (Parse, Bind, Execute), each
+    stamping query_start anew; on a loaded machine a sample can catch Parse and the next Execute.
+    So a new query_start on a backend last seen *active* on the same statement, within 200 ms and
+    without an idle sample between, is that statement again (the rule of the scheduler's test).
     """
     seen: set[tuple[int, object]] = set()
+    active: dict[int, tuple[datetime, str]] = {}  # pid -> (query_start, query) last seen running
     per_role: dict[str, int] = {}
     with psycopg.connect(admin_url, autocommit=True) as conn:
         first = True
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             rows = conn.execute(
-                "select pid, application_name, query_start from pg_stat_activity "
+                "select pid, application_name, query_start, state, query from pg_stat_activity "
                 "where datname = %s and application_name like 'workhorse:%%' and query_start is not null",
                 (name,),
             ).fetchall()
-            for pid, role, started in rows:
-                if (pid, started) not in seen:
-                    seen.add((pid, started))
-                    if not first:
-                        per_role[role] = per_role.get(role, 0) + 1
+            for pid, role, started, state, query in rows:
+                running = active.get(pid)
+                if state == "active":
+                    active[pid] = (started, query)
+                else:
+                    active.pop(pid, None)
+                if (pid, started) in seen:
+                    continue
+                seen.add((pid, started))
+                if running is not None and running[1] == query and started - running[0] < timedelta(seconds=0.2):
+                    continue  # a later protocol message of a statement already counted
+                if not first:
+                    per_role[role] = per_role.get(role, 0) + 1
             first = False
             time.sleep(0.05)
     return per_role
