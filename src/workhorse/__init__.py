@@ -28,6 +28,7 @@ from workhorse.errors import (
     TerminalError,
     WorkhorseError,
 )
+from workhorse.flow import Concurrency, Limits, Rate
 from workhorse.jobs import JobHandle, Outcome
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
@@ -35,6 +36,7 @@ from workhorse.worker import Worker, WorkerStats
 
 __all__ = [
     "App",
+    "Concurrency",
     "ConfigurationError",
     "DatabaseError",
     "Driver",
@@ -45,6 +47,7 @@ __all__ = [
     "JobNotFoundError",
     "JobRef",
     "LeaseLostError",
+    "Limits",
     "MemoryDriver",
     "OperatorRefusedError",
     "Outcome",
@@ -52,6 +55,7 @@ __all__ = [
     "PayloadError",
     "PostgresDriver",
     "PublishedEvent",
+    "Rate",
     "Retry",
     "RetryAfter",
     "SchemaError",

@@ -16,6 +16,7 @@ from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.events import DEFAULT_TTL, prepare_event
+from workhorse.flow import Concurrency, Limits
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retry import Retry
@@ -48,7 +49,14 @@ class App:
         driver: str | Driver | None = None,
         schema: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
+        limits: Limits | None = None,
     ) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigurationError(
+                cause=f"limits expected a workhorse.Limits, got {limits!r}",
+                fix="App(limits=Limits(per_tenant=5, total=100))",
+            )
+        self.limits = limits
         self._given: PostgresDriver | None = None  # the caller's driver for the app role; theirs to close
         if isinstance(driver, PostgresDriver):
             if database_url is not None and database_url != driver.url:
@@ -181,6 +189,7 @@ class App:
         timeout: Duration | None = None,
         priority: int = 0,
         on_settled: Callable[[Outcome], Any] | None = None,
+        concurrency: int | Concurrency | None = None,
     ) -> JobDecorator: ...
 
     def job(
@@ -193,8 +202,10 @@ class App:
         timeout: Duration | None = None,
         priority: int = 0,
         on_settled: Callable[[Outcome], Any] | None = None,
+        concurrency: int | Concurrency | None = None,
     ) -> Any:
-        """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``."""
+        """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``.
+        ``concurrency`` caps its running runs fleet-wide (``workhorse.flow``)."""
         if callable(name):  # bare @app.job: refused below for the missing tenant, with the job's name
             return self._declare(
                 name,
@@ -205,6 +216,7 @@ class App:
                 timeout=timeout,
                 priority=priority,
                 on_settled=on_settled,
+                concurrency=concurrency,
             )
 
         return JobDecorator(
@@ -217,6 +229,7 @@ class App:
                 "timeout": timeout,
                 "priority": priority,
                 "on_settled": on_settled,
+                "concurrency": concurrency,
             },
         )
 
@@ -231,6 +244,7 @@ class App:
         timeout: Duration | None,
         priority: int,
         on_settled: Callable[[Outcome], Any] | None,
+        concurrency: int | Concurrency | None = None,
     ) -> JobHandle[R]:
         handle: JobHandle[R] = JobHandle(
             self,
@@ -242,6 +256,7 @@ class App:
             timeout=timeout,
             priority=priority,
             on_settled=on_settled,
+            concurrency=concurrency,
         )
         existing = self.jobs.get(handle.name)
         if existing is not None and existing.fn is not fn:

@@ -16,6 +16,7 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
@@ -27,15 +28,17 @@ MAX_KEY_LENGTH = 200
 MAX_TENANT_LENGTH = 200
 
 
-OutcomeKind = Literal["completed", "dead-lettered", "dropped"]
+OutcomeKind = Literal["completed", "dead-lettered", "dropped", "refused"]
 
 
 @dataclass(frozen=True)
 class Outcome:
     """How a job ended, handed to its ``on_settled`` hook after the settle landed.
 
-    ``kind`` is ``completed`` (returned), ``dead-lettered`` (state ``dead``) or ``dropped``
-    (failed for good with ``dead_letter=False``). Never called for a retry, a cancel or a drain.
+    ``kind`` is ``completed`` (returned), ``dead-lettered`` (state ``dead``), ``dropped``
+    (failed for good with ``dead_letter=False``) or ``refused`` (settled ``failed`` with
+    ``JOB_KEY_BUSY`` by ``Concurrency(when_busy="fail")``, the body never ran). Never called for a
+    retry, a cancel or a drain.
     """
 
     kind: OutcomeKind
@@ -103,6 +106,7 @@ class JobHandle(Generic[R]):
         timeout: Duration | None,
         priority: int,
         on_settled: Callable[[Outcome], Any] | None,
+        concurrency: int | Concurrency | None = None,
     ) -> None:
         self.name = _check_text(
             name if name is not None else _name_of(fn), "job name", 200, "@app.job(name='emails.send')"
@@ -141,6 +145,8 @@ class JobHandle(Generic[R]):
         self.timeout = None if timeout is None else to_seconds(timeout, what="timeout", allow_zero=False)
         self.priority = priority
         self.on_settled = on_settled
+        self.concurrency = Concurrency.of(concurrency, self.name)
+        self._flow_key = None if self.concurrency is None or self.concurrency.key is None else self.concurrency
         self.is_async = inspect.iscoroutinefunction(fn)
         self.logger = logging.getLogger(f"workhorse.job.{self.name}")
 
@@ -221,6 +227,7 @@ class JobHandle(Generic[R]):
             dead_letter=self.retry.dead_letter,
             run_at=when[0],
             delay=when[1],
+            flow_key=None if self._flow_key is None else self._flow_key.key_for(payload, self.name),
         )
 
     async def enqueue(
@@ -249,7 +256,7 @@ class JobHandle(Generic[R]):
         conn: Any = None,
     ) -> list[JobRef]:
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
-        if keys is None and delay is None and run_at is None:
+        if keys is None and delay is None and run_at is None and self._flow_key is None:
             self._check_payloads(payloads)
             rows = self._ready_rows(payloads, self._priority(priority))  # built as the driver writes
             return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)

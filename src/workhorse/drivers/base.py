@@ -43,6 +43,7 @@ from workhorse.drivers.records import (
     Claimed,
     ClaimResult,
     CounterSum,
+    FlowRules,
     Job,
     JobRef,
     JobState,
@@ -107,10 +108,14 @@ class WorkRole(Protocol):
         names: Sequence[str],
         visibility: float,
         sweep: bool = True,
+        flow: FlowRules | None = None,
     ) -> ClaimResult:
         """Claim, per queue in ``wants``, up to that many jobs: lapsed leases first (burying final
         attempts), then due jobs. One round trip for every queue. ``sweep=False`` is the lean
-        claim of a busy worker: due jobs only, no lapsed leases, no ``next_due``."""
+        claim of a busy worker: due jobs only, no lapsed leases, no ``next_due``. With ``flow``,
+        the claim enforces those fleet-wide caps (``workhorse.flow``): a job over a cap is left
+        ready, a lapsed lease a cap counts is freed (revoked when not re-claimed), a run refused
+        by its key is settled and answered in ``refused``; every such claim sweeps."""
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         """Renew the worker's registry row and its leases in one round trip. A job id missing
@@ -121,8 +126,9 @@ class WorkRole(Protocol):
 
     async def deregister_worker(self, worker_id: str) -> None: ...
 
-    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
-        """Write attempt outcomes, each fenced on its claim; answers which landed, in order."""
+    async def settle(self, settlements: Sequence[Settlement], *, release: bool = False) -> list[bool]:
+        """Write attempt outcomes, each fenced on its claim; answers which landed, in order.
+        ``release``: wake the settled rows' queues (a worker under flow control freed slots)."""
 
     async def record_progress(self, reports: Sequence[tuple[StepFence, str]]) -> list[bool]:
         """Write runs' progress reports (JSON text) in one round trip, each fenced on its claim;
@@ -251,6 +257,7 @@ __all__ = [
     "Driver",
     "EnqueueRole",
     "EventsRole",
+    "FlowRules",
     "Job",
     "JobRef",
     "JobState",

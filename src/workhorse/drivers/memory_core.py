@@ -133,6 +133,7 @@ class _Row:
     lease_expires_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    flow_key: str | None = None  # the Concurrency(key=) key answered at enqueue
 
     def slot(self) -> _KeySlot | None:
         """This row's place in ``jobs_live_key_idx`` (the key counts only while the row is live)."""
@@ -288,6 +289,7 @@ class MemoryCore:
         self._cancel_subscribers: list[Callable[[], None]] = []
         self._pauses: dict[str, QueuePause] = {}
         self._counters: dict[_CounterKey, list[int]] = {}
+        self._flow_starts: list[tuple[str, datetime, str]] = []  # FLOW_CLAIM's flow_starts: tenant, at, job
         self._migrated = False
 
     def subscribe(

@@ -10,8 +10,19 @@ from dataclasses import replace
 from datetime import timedelta
 
 from workhorse.drivers import refusals
-from workhorse.drivers.base import Beat, Buried, Claimed, ClaimResult, Lease, Settlement, StepFence, WorkerInfo
-from workhorse.drivers.memory_core import MemoryCore, _json_text
+from workhorse.drivers.base import (
+    Beat,
+    Buried,
+    Claimed,
+    ClaimResult,
+    FlowRules,
+    Lease,
+    Settlement,
+    StepFence,
+    WorkerInfo,
+)
+from workhorse.drivers.memory_core import _json_text
+from workhorse.drivers.memory_flow import MemoryFlow
 from workhorse.drivers.wakeups import Subscription
 from workhorse.errors import ConfigurationError
 
@@ -19,7 +30,7 @@ _OUTCOMES = frozenset({"done", "retry", "interrupted", "dead", "failed"})
 _FINISHING = frozenset({"done", "dead", "failed"})
 
 
-class MemoryWork(MemoryCore):
+class MemoryWork(MemoryFlow):
     """The work role: what a worker calls, and the optional wake-up role (``drivers/wakeups.py``)."""
 
     def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Subscription:
@@ -46,9 +57,13 @@ class MemoryWork(MemoryCore):
         names: Sequence[str],
         visibility: float,
         sweep: bool = True,
+        flow: FlowRules | None = None,
     ) -> ClaimResult:
         if not wants:
             raise refusals.claim_queues_empty()
+        if flow is not None:
+            with self._lock:
+                return self._flow_claim(worker_id=worker_id, wants=wants, names=names, visibility=visibility, flow=flow)
         with self._lock:
             now = self._now()
             name_set = set(names)
@@ -120,7 +135,7 @@ class MemoryWork(MemoryCore):
         with self._lock:
             self._workers.pop(worker_id, None)
 
-    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
+    async def settle(self, settlements: Sequence[Settlement], *, release: bool = False) -> list[bool]:
         for s in settlements:
             if s.outcome not in _OUTCOMES:
                 raise ConfigurationError(
@@ -159,7 +174,7 @@ class MemoryWork(MemoryCore):
                     self._count(r, s.outcome, now)
                 landed.add(r.id)
                 handed = handed or s.outcome == "interrupted"
-        if handed:
+        if handed or (release and landed):
             self._notify()  # SETTLE_MANY's `wake`: a handed-back job is due now, for any worker
         # SETTLE_MANY answers ids; PostgresDriver maps each settlement to "its id came back".
         return [s.job_id in landed for s in settlements]

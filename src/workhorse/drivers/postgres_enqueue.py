@@ -32,6 +32,7 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
         "dead_letters": [j.dead_letter for j in jobs],
         "run_ats": [j.run_at for j in jobs],
         "delays": [j.delay for j in jobs],
+        "flow_keys": [j.flow_key for j in jobs],
         "channel": channel,
     }
 
@@ -64,8 +65,8 @@ def _wire_text(value: str | int | bool | None) -> bytes | None:
 
 
 def _plain(job: NewJob) -> bool:
-    """No key and due now: INSERT_READY carries it."""
-    return job.key is None and job.run_at is None and not job.delay
+    """No key (idempotency or concurrency) and due now: INSERT_READY carries it."""
+    return job.key is None and job.run_at is None and not job.delay and job.flow_key is None
 
 
 def _copyable(jobs: Sequence[NewJob]) -> bool:
@@ -238,6 +239,7 @@ class PostgresEnqueue(PostgresCore):
                 "dead_letter": job.dead_letter,
                 "run_at": job.run_at,
                 "delay": job.delay,
+                "flow_key": job.flow_key,
                 "channel": self.channel,
             }
         return self.q(sql.INSERT_MANY), _insert_params(pending, self.channel)

@@ -7,12 +7,24 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from workhorse._db.queries import admin as admin_sql
+from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
-from workhorse.drivers.base import Beat, Buried, Claimed, ClaimResult, Lease, Settlement, StepFence, WorkerInfo
+from workhorse.drivers.base import (
+    Beat,
+    Buried,
+    Claimed,
+    ClaimResult,
+    FlowRules,
+    Lease,
+    Settlement,
+    StepFence,
+    WorkerInfo,
+)
 from workhorse.drivers.listener import Listener
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
 
@@ -39,9 +51,29 @@ def pg_array(values: Iterable[str | int | float | None]) -> str:
     return "{" + ",".join(out) + "}"
 
 
+def _flow_params(flow: FlowRules) -> dict[str, Any]:
+    """FLOW_CLAIM's rule parameters."""
+    return {
+        "cap_names": pg_array(flow.names),
+        "cap_limits": pg_array(flow.names.values()),
+        "key_names": pg_array(flow.keyed),
+        "key_limits": pg_array(cap for cap, _ in flow.keyed.values()),
+        "key_fail": pg_array("t" if fail else "f" for _, fail in flow.keyed.values()),
+        "tenant_cap": flow.per_tenant,
+        "queue_cap_names": pg_array(flow.per_queue),
+        "queue_cap_limits": pg_array(flow.per_queue.values()),
+        "queue_cap_default": flow.per_queue_default,
+        "total_cap": flow.total,
+        "rate_n": None if flow.rate is None else flow.rate[0],
+        "rate_per": None if flow.rate is None else flow.rate[1],
+    }
+
+
 class PostgresWork(PostgresCore):
     """The work role: the claim, the heartbeat, the registry row, the settle and progress reports;
     and the optional wake-up role (``drivers/wakeups.py``)."""
+
+    enforces_flow = True  # FLOW_CLAIM under FLOW_LOCK: every cap holds across the fleet
 
     def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener:
         """Wake-ups for a worker: a LISTEN session of its own on this driver's channel."""
@@ -59,30 +91,42 @@ class PostgresWork(PostgresCore):
         names: Sequence[str],
         visibility: float,
         sweep: bool = True,
+        flow: FlowRules | None = None,
     ) -> ClaimResult:
         if not wants:
             raise refusals.claim_queues_empty()
         wanted = {q: n for q, n in wants.items() if n > 0}
         if not wanted or not names:
             return ClaimResult([], [])
-        rows = await self.fetch(
-            sql.CLAIM if sweep else sql.CLAIM_DUE,
-            {
-                "worker_id": worker_id,
-                "queues": pg_array(wanted),
-                "slots": pg_array(wanted.values()),
-                "names": pg_array(names),
-                "visibility": visibility,
-            },
-        )
+        params: dict[str, Any] = {
+            "worker_id": worker_id,
+            "queues": pg_array(wanted),
+            "slots": pg_array(wanted.values()),
+            "names": pg_array(names),
+            "visibility": visibility,
+        }
+        if flow is None:
+            rows = await self.fetch(sql.CLAIM if sweep else sql.CLAIM_DUE, params)
+        else:
+            params.update(_flow_params(flow))
+            async with self.connection() as conn:  # FLOW_LOCK, then the claim under it: one round trip
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(self.q(flow_sql.FLOW_LOCK))
+                    cur = await conn.execute(self.q(flow_sql.FLOW_CLAIM), params)
+                rows = await cur.fetchall()
         claimed: list[Claimed] = []
         buried: list[Buried] = []
+        refused: list[Buried] = []
         next_due: float | None = None
+        held_back = 0
         for r in rows:
-            if r["kind"] == "next":
+            kind = r["kind"]
+            if kind == "next":
                 next_due = r["next_due"] if next_due is None else min(next_due, r["next_due"])
-            elif r["kind"] == "buried":
-                buried.append(
+            elif kind == "held":
+                held_back = int(r["next_due"])
+            elif kind in ("buried", "refused"):
+                (buried if kind == "buried" else refused).append(
                     Buried(
                         id=r["id"],
                         name=r["name"],
@@ -113,7 +157,7 @@ class PostgresWork(PostgresCore):
                 )
         # The statement does not promise an order across arms; hand jobs out in claim order.
         claimed.sort(key=lambda c: (-c.priority, c.run_at, c.id))
-        return ClaimResult(claimed, buried, next_due)
+        return ClaimResult(claimed, buried, next_due, refused=refused, held_back=held_back)
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         rows = await self.fetch(
@@ -146,7 +190,7 @@ class PostgresWork(PostgresCore):
     async def deregister_worker(self, worker_id: str) -> None:
         await self.fetch(worker_sql.DEREGISTER, {"id": worker_id})
 
-    async def settle(self, settlements: Sequence[Settlement]) -> list[bool]:
+    async def settle(self, settlements: Sequence[Settlement], *, release: bool = False) -> list[bool]:
         if not settlements:
             return []
         rows = await self.fetch(
@@ -160,6 +204,7 @@ class PostgresWork(PostgresCore):
                 "errors": pg_array([s.error for s in settlements]),
                 "delays": pg_array([s.delay for s in settlements]),
                 "progresses": pg_array([s.progress for s in settlements]),
+                "release": release,
                 "channel": self.channel,
             },
         )

@@ -42,6 +42,7 @@ class NewJob:
     dead_letter: bool
     run_at: datetime | None
     delay: float
+    flow_key: str | None = None  # the Concurrency(key=) key, when the job declares one
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,38 @@ class Buried:
 class ClaimResult:
     claimed: list[Claimed]
     buried: list[Buried]
-    next_due: float | None = None  # seconds until a delayed job comes due or a lease could lapse
+    next_due: float | None = None  # seconds until a delayed job comes due, a lease could lapse or a rate reopens
+    refused: list[Buried] = field(default_factory=list)  # settled failed JOB_KEY_BUSY (when_busy='fail')
+    held_back: int = 0  # due jobs this claim saw and left ready because a cap was full
+
+
+@dataclass(frozen=True)
+class FlowRules:
+    """The fleet-wide caps a worker's claim enforces (``workhorse.flow`` builds them). Every count
+    is of running runs whose lease has not lapsed; None (or a missing name) is no cap."""
+
+    names: dict[str, int]  # job name -> running runs of that name
+    keyed: dict[str, tuple[int, bool]]  # job name -> (running runs per key, refuse when busy)
+    per_tenant: int | None = None
+    per_queue: dict[str, int] = field(default_factory=dict)  # queue -> cap
+    per_queue_default: int | None = None  # the cap of a queue per_queue does not name
+    total: int | None = None
+    rate: tuple[int, float] | None = None  # (n, per seconds): starts per tenant in any window
+
+    def counts(self, name: str, queue: str, tenant: str | None) -> bool:
+        """Does a running run of this name, queue and tenant hold a slot of any cap here? (A rate
+        counts starts, not running runs.)"""
+        return (
+            self.total is not None
+            or name in self.names
+            or name in self.keyed
+            or (tenant is not None and self.per_tenant is not None)
+            or queue in self.per_queue
+            or self.per_queue_default is not None
+        )
+
+    def queue_cap(self, queue: str) -> int | None:
+        return self.per_queue.get(queue, self.per_queue_default)
 
 
 @dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow

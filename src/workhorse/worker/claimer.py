@@ -13,8 +13,15 @@ the decision can be tested without a database, a loop or a clock:
   that came back short owes a sweep now.
 * ``idle_wait`` — how long to sleep when there is nothing to claim.
 
-The loop itself (``Claimer.run``) only carries those decisions out. Claimed runs go to the
-``admit`` step and then to ``take`` (the worker holds and starts them).
+The loop itself (``Claimer.run``) only carries those decisions out. Claimed runs go to ``take``
+(the worker holds and starts them).
+
+Under flow control (``flow``: the app declares caps) every claim is the flow claim, which sweeps
+and enforces the caps in its statement: a job over a cap is never claimed, so none is handed
+back. When a claim took some jobs and passed others over for a cap (``held_back``), it may have
+taken fewer than it could (see ``_db/queries/flow.py``), so the loop claims again at once; when
+it took none, the loop rests until a settle frees a slot (a flow worker's settle wakes the
+queue), the next due time (a lease that may lapse, a rate window reopening) or the poll.
 """
 
 from __future__ import annotations
@@ -28,10 +35,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from workhorse.drivers.base import Buried, Claimed, Settlement
+from workhorse.drivers.base import Buried, Claimed, ClaimResult, FlowRules, Settlement
 from workhorse.drivers.wakeups import Wakeups
 from workhorse.errors import WorkhorseError
-from workhorse.worker.admission import Admission
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.records import Control, WorkerStats
 from workhorse.worker.table import RunTable
@@ -113,11 +119,12 @@ class Claimer:
         control: Control,
         table: RunTable,
         stats: WorkerStats,
-        admission: Admission,
+        flow: FlowRules | None,
         accepting: Callable[[], bool],
         stalled: Callable[[], bool],
         take: Callable[[list[Claimed], float], None],
         buried: Callable[[list[Buried]], None],
+        refused: Callable[[list[Buried]], None],
         fail: Callable[[BaseException], None],
     ) -> None:
         self.worker_id = worker_id
@@ -129,11 +136,12 @@ class Claimer:
         self.control = control
         self.table = table
         self.stats = stats
-        self.admission = admission
+        self.flow = flow
         self.accepting = accepting
         self.stalled = stalled
         self.take = take
         self.buried = buried
+        self.refused = refused
         self.fail = fail  # a burst run that cannot claim ends with this error
 
     def free(self) -> dict[str, int]:
@@ -172,13 +180,7 @@ class Claimer:
                 forgotten = table.forgotten
                 asked_at = lease_clock()  # each lease's window runs from the claim's sending
                 try:
-                    result = await control.claim.claim(
-                        worker_id=self.worker_id,
-                        wants=free,
-                        names=self.names,
-                        visibility=self.visibility,
-                        sweep=choice.sweep,
-                    )
+                    result = await self._claim(free, choice)
                     failures = 0
                 except WorkhorseError as error:
                     failures += 1
@@ -200,6 +202,8 @@ class Claimer:
                 )
                 if result.buried:
                     self.buried(result.buried)
+                if result.refused:
+                    self.refused(result.refused)
                 if not self.accepting():  # the drain began while this claim was in flight
                     self.stats.claimed += len(result.claimed)
                     await self.hand_back(result.claimed)
@@ -210,6 +214,8 @@ class Claimer:
                     break
                 if owes_sweep:
                     continue  # a lean claim came back short and a sweep is due: sweep now, learn when to look next
+                if result.held_back and result.claimed and self.free():
+                    continue  # a cap passed some over and may have cost others their turn: claim again
                 rested = may_rest and not state.full
             if state.full:
                 if not self.free():
@@ -234,6 +240,16 @@ class Claimer:
                 continue
             await self.rest(wakeups, wait)
 
+    async def _claim(self, free: dict[str, int], choice: Choice) -> ClaimResult:
+        claim = self.control.claim.claim
+        if self.flow is None:  # no flow argument: a driver of the user's may not take one
+            return await claim(
+                worker_id=self.worker_id, wants=free, names=self.names, visibility=self.visibility, sweep=choice.sweep
+            )
+        return await claim(
+            worker_id=self.worker_id, wants=free, names=self.names, visibility=self.visibility, flow=self.flow
+        )
+
     async def rest(self, wakeups: Wakeups | None, wait: float) -> None:
         """Nothing more was due when the claim came back short: sleep until a notify, the time the
         last sweep named, or a settle that may have made work due (a retry, a suspension)."""
@@ -253,8 +269,8 @@ class Claimer:
             control.wake.clear()
 
     def start(self, claimed: list[Claimed], asked_at: float) -> None:
-        """Through the admission step, into the worker (held, then started as slots allow)."""
-        self.take(self.admission.admit(claimed), asked_at)
+        """Into the worker: held, then started as slots allow."""
+        self.take(claimed, asked_at)
 
     async def sleep(self, seconds: float) -> None:
         wake = self.control.wake

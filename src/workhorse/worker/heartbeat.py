@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable
 
-from workhorse.drivers.base import Beat, WorkerInfo
+from workhorse.drivers.base import Beat, FlowRules, WorkerInfo
 from workhorse.errors import DatabaseError, WorkhorseError
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.records import Control, Held
@@ -71,8 +71,10 @@ class Heartbeat:
         table: RunTable,
         cancel: Callable[[Held, str], None],
         body_loop: asyncio.AbstractEventLoop,
+        flow: FlowRules | None = None,
     ) -> None:
         self.info = info
+        self.flow = flow
         self.visibility = visibility
         self.interval = interval
         self.control = control
@@ -128,15 +130,29 @@ class Heartbeat:
                 await self.register()
             for h in held:
                 if h.lease.job_id not in beat.held and not h.settled and not h.run.ctx._releasing:
-                    log.warning(
-                        "worker %s: job %s (%s) is no longer ours: cancelling its body",
-                        self.info.id,
-                        h.lease.job_id,
-                        h.run.handle.name,
-                    )
-                    self.cancel(h, "lease lost")
+                    self.lost(h)
             if held:
                 self.check_body_loop(held)
+
+    def lost(self, h: Held) -> None:
+        """A renewal missed this run's row: another worker holds it now, an operator cancelled
+        it, or (under a cap) a claim freed its lapsed lease and gave its slot to another run
+        (JOB_SLOT_LOST). Either way the run is cancelled and writes nothing."""
+        claimed = h.run.claimed
+        if self.flow is not None and self.flow.counts(claimed.name, claimed.queue, claimed.tenant):
+            log.warning(
+                "worker %s: job %s (%s) lost its concurrency slot (JOB_SLOT_LOST): its lease lapsed and a "
+                "claim gave the slot to another run; cancelling its body, which writes nothing",
+                self.info.id,
+                claimed.id,
+                claimed.name,
+            )
+            self.cancel(h, "slot lost")
+            return
+        log.warning(
+            "worker %s: job %s (%s) is no longer ours: cancelling its body", self.info.id, claimed.id, claimed.name
+        )
+        self.cancel(h, "lease lost")
 
     async def _rest(self, seconds: float) -> bool:
         """Sleep until the next beat is due (True), or until a cancel asks for one now (True), or

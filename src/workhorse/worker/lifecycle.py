@@ -48,8 +48,8 @@ from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.flow import Limits, rules_for
 from workhorse.jobs import JobHandle
-from workhorse.worker.admission import Admission, AdmitAll
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict
@@ -74,6 +74,11 @@ class App(Protocol):
 
     @property
     def is_memory(self) -> bool: ...
+
+    @property
+    def limits(self) -> Limits | None:
+        """The app-wide flow limits (``App(limits=)``)."""
+        ...
 
     @property
     def driver(self) -> Driver:
@@ -140,8 +145,7 @@ class Worker:
         self._drain_deadline: float | None = None
         self._burst = False
         self._service = Service("worker", code="WORKER_RUNNING", fix="create a second worker with app.worker() instead")
-        # Between a claim's answer and the start of its runs (flow control plugs in here).
-        self.admission: Admission = AdmitAll()
+        self.flow = rules_for(app.limits, {n: app.jobs[n].concurrency for n in self._names})
 
     def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
         def check(value: Any, what: str) -> int:
@@ -180,6 +184,7 @@ class Worker:
     async def _run(self, burst: bool) -> None:
         self._burst = burst
         self._body_loop = asyncio.get_running_loop()
+        self._check_enforceable()
         if not self.app.is_memory:
             await self.app.driver.check_schema()
         pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
@@ -203,6 +208,23 @@ class Worker:
             remove_stop_signals(self._body_loop, installed)
             await asyncio.to_thread(thread.join)
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _check_enforceable(self) -> None:
+        """A declared cap this worker's driver cannot hold fleet-wide refuses the start: run, it
+        would hold per process, and the fleet would run the cap times its processes."""
+        if self.flow is None or not self.app.is_memory:  # PostgreSQL: FLOW_CLAIM, under FLOW_LOCK
+            return
+        if getattr(self.app.driver, "enforces_flow", False):  # the MemoryDriver: under its one lock
+            return
+        capped = [n for n in self._names if self.app.jobs[n].concurrency is not None]
+        driver = type(self.app.driver).__name__
+        raise ConfigurationError(
+            code="JOB_CONCURRENCY_UNENFORCEABLE",
+            cause=f"{', '.join(capped) or 'App(limits=)'} declare flow control and the {driver} driver cannot "
+            "enforce it, so a cap would hold per process and a fleet would run it times its processes",
+            fix="run the worker on PostgreSQL or the MemoryDriver (both enforce every cap), or remove "
+            "concurrency= and limits= from the declarations",
+        )
 
     async def stop(self, *, cut_off: bool = False) -> None:
         """Drain: stop claiming, let running jobs finish up to ``drain_timeout``, then return."""
@@ -343,6 +365,7 @@ class Worker:
             table=table,
             cancel=bridge.cancel,
             body_loop=self._body_loop,
+            flow=self.flow,
         )
         settler = Settler(
             worker_id=self.id,
@@ -353,6 +376,7 @@ class Worker:
             jobs=self.app.jobs,
             forget=lambda held: self._forget(control, held),
             on_body_loop=bridge.on_body_loop,
+            release=self.flow is not None,
         )
         claimer = Claimer(
             worker_id=self.id,
@@ -364,11 +388,12 @@ class Worker:
             control=control,
             table=table,
             stats=self.stats,
-            admission=self.admission,
+            flow=self.flow,
             accepting=lambda: self._accepting,
             stalled=heartbeat.stalled,
             take=lambda claimed, asked_at: self._take(control, claimed, asked_at),
             buried=settler.announce_buried,
+            refused=settler.announce_refused,
             fail=self._fail,
         )
         progress = Progress(worker_id=self.id, control=control, to_control=bridge.to_control)

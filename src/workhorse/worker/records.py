@@ -32,6 +32,7 @@ class WorkerStats:
     lease_lost: int = 0
     settle_missed: int = 0
     buried: int = 0
+    refused: int = 0  # settled failed JOB_KEY_BUSY by the claim (Concurrency(when_busy='fail'))
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -40,6 +40,7 @@ class Settler:
         jobs: Mapping[str, JobHandle[Any]],
         forget: Callable[[Held], None],
         on_body_loop: Callable[[Coroutine[Any, Any, None]], None],
+        release: bool = False,
     ) -> None:
         self.worker_id = worker_id
         self.visibility = visibility
@@ -49,6 +50,7 @@ class Settler:
         self.jobs = jobs
         self.forget = forget
         self.on_body_loop = on_body_loop
+        self.release = release  # under flow control: each settle wakes its queues (a slot freed)
 
     async def run(self) -> None:
         """One statement settles every attempt that finished meanwhile. While the worker is busy
@@ -74,7 +76,11 @@ class Settler:
         failures = 0
         while pending:
             try:
-                answer = await self.control.settle.settle([self.settlement(h, v) for h, v in pending])
+                settlements = [self.settlement(h, v) for h, v in pending]
+                if self.release:  # only then: a driver of the user's may not take the argument
+                    answer = await self.control.settle.settle(settlements, release=True)
+                else:
+                    answer = await self.control.settle.settle(settlements)
                 landed = {id(h): ok for (h, _), ok in zip(pending, answer, strict=True)}
                 break
             except WorkhorseError as error:
@@ -162,6 +168,31 @@ class Settler:
                 handle.on_settled,
                 Outcome(
                     kind=kind,
+                    job_id=row.id,
+                    name=row.name,
+                    attempt=row.attempt,
+                    payload=row.payload,
+                    error=row.last_error,
+                ),
+            )
+
+    def announce_refused(self, refused: list[Buried]) -> None:
+        """Runs the claim settled failed with JOB_KEY_BUSY (``when_busy="fail"``): the body never ran."""
+        for row in refused:
+            self.stats.refused += 1
+            log.warning(
+                "worker %s: job %s (%s) refused (JOB_KEY_BUSY): its concurrency key runs at its cap",
+                self.worker_id,
+                row.id,
+                row.name,
+            )
+            handle = self.jobs.get(row.name)
+            if handle is None or handle.on_settled is None:
+                continue
+            self.call_on_settled(
+                handle.on_settled,
+                Outcome(
+                    kind="refused",
                     job_id=row.id,
                     name=row.name,
                     attempt=row.attempt,

@@ -87,20 +87,20 @@ JOB_COLUMNS = (
 INSERT_MANY = """
 with timed as (
     select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
-           coalesce(t.run_at, now() + t.delay * interval '1 second') as due
+           coalesce(t.run_at, now() + t.delay * interval '1 second') as due, t.flow_key
     from unnest(
         %(ids)s::uuid[], %(names)s::text[], %(queues)s::text[], %(tenants)s::text[],
         %(payloads)s::text[], %(keys)s::text[], %(priorities)s::int[], %(max_attempts)s::int[],
-        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[]
-    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay)
+        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[], %(flow_keys)s::text[]
+    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key)
 ), inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
-        max_attempts, dead_letter, run_at
+        max_attempts, dead_letter, run_at, flow_key
     )
     select id, name, queue, tenant,
            case when due > now() then 'delayed' else 'ready' end,
-           priority, payload::jsonb, key, max_attempts, dead_letter, due
+           priority, payload::jsonb, key, max_attempts, dead_letter, due, flow_key
     from timed
     on conflict do nothing
     returning id, queue, state
@@ -137,11 +137,11 @@ INSERT_ONE = """
 with inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
-        max_attempts, dead_letter, run_at
+        max_attempts, dead_letter, run_at, flow_key
     )
     select %(id)s::uuid, %(name)s, %(queue)s, %(tenant)s,
            case when t.due > now() then 'delayed' else 'ready' end,
-           %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due
+           %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due, %(flow_key)s::text
     from (select coalesce(%(run_at)s::timestamptz, now() + %(delay)s::float8 * interval '1 second') as due) as t
     on conflict do nothing
     returning id, queue, state
@@ -374,7 +374,9 @@ select 'worker', id from registry
 #   dead/failed  finished for good
 # An error (retry, dead, failed) becomes last_error (whole, with its traceback) and is appended to
 # the errors history. A progress report the run made but had not written yet rides along (null
-# keeps the stored one). Only LANDED rows are counted, in the minute bucket of their (queue, name);
+# keeps the stored one). With `release` (a worker under flow control), every settled row's queue
+# is woken too: a finished run freed a slot some idle worker may be waiting for.
+# Only LANDED rows are counted, in the minute bucket of their (queue, name);
 # 'interrupted' counts nothing (it was no attempt).
 # The fence's state ('running') comes from the materialized `s`, not a literal: with a literal a
 # generic plan may read all of jobs_running_lease_idx (every running row, and the dead entries
@@ -425,7 +427,7 @@ with s as materialized (
     set completed = c.completed + excluded.completed, retried = c.retried + excluded.retried,
         failed = c.failed + excluded.failed, dead = c.dead + excluded.dead
 ), handed as (
-    select settled.queue from settled where settled.outcome = 'interrupted'
+    select settled.queue from settled where settled.outcome = 'interrupted' or %(release)s::bool
 ), """
     + wake_cte("handed")
     + """
