@@ -24,7 +24,7 @@ import builtins
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +36,7 @@ from workhorse.drivers.base import (
     BulkFilter,
     BulkResult,
     BulkVerb,
+    FlowRules,
     Job,
     ListFilter,
     Page,
@@ -45,6 +46,8 @@ from workhorse.drivers.base import (
 )
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.flow import why_held
+from workhorse.jobs import JobHandle
 from workhorse.scheduler.report import TasksReport, tasks_report
 from workhorse.tasks import TaskHandle
 
@@ -57,6 +60,11 @@ class AdminSource(DriverSource, Protocol):
 
     @property
     def tasks(self) -> Mapping[str, TaskHandle[Any]]: ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobHandle[Any]]: ...
+
+    def flow_rules(self) -> FlowRules | None: ...
 
 
 MAX_PAGE = 200
@@ -92,6 +100,7 @@ class StatsRow:
     lapsed: int = 0
     throughput: float = 0.0
     failure_rate: float | None = None
+    held_back: int = 0  # due ready jobs a full fleet-wide cap holds back (queue rows only)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue": self.queue}
@@ -106,6 +115,7 @@ class StatsRow:
             failed=self.failed,
             oldest_ready_age=None if self.oldest_ready_age is None else round(self.oldest_ready_age, 3),
             paused=self.paused,
+            held_back=self.held_back,
             completed=self.completed,
             retried=self.retried,
             failures=self.failures,
@@ -344,7 +354,22 @@ class Admin:
         """Per queue and per job name: jobs by state, oldest ready age, and the window's
         throughput and failure rate."""
         window = to_seconds(since, what="since", allow_zero=False)
-        return summarize(await self._driver.snapshot(window), window)
+        stats = summarize(await self._driver.snapshot(window), window)
+        rules = self._app.flow_rules()
+        if rules is None:
+            return stats
+        usage = await self._driver.flow_usage(rules, {n: h.queue for n, h in self._app.jobs.items()})
+        queues = [replace(q, held_back=usage.held_back.get(q.queue, 0)) for q in stats.queues]
+        return replace(stats, queues=queues)
+
+    async def why_waiting(self, job: Job) -> builtins.list[str]:
+        """Why a due ready job is not starting: one line per full fleet-wide cap it counts toward
+        (empty when none holds it, or the job is not due and ready)."""
+        rules = self._app.flow_rules()
+        if rules is None or job.state != "ready":
+            return []
+        usage = await self._driver.flow_usage(rules, {})
+        return why_held(rules, usage, job)
 
     async def rollup(self) -> int:
         """Fold old minute counters into hours and hours into days (the scheduler leader does this)."""

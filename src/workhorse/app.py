@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver, FlowRules, Job, Page, PublishedEvent, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.events import DEFAULT_TTL, prepare_event
-from workhorse.flow import Concurrency, Limits
+from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retry import Retry
@@ -172,6 +172,11 @@ class App:
             return asyncio.run(self._memory.migrate())
         driver = self.postgres_driver("migrate")
         return asyncio.run(_migrate_and_close(driver))
+
+    def flow_rules(self) -> FlowRules | None:
+        """The fleet-wide caps this app declares (``limits=`` and each job's ``concurrency=``), as a
+        worker's claim enforces them; None when nothing is capped."""
+        return rules_for(self.limits, {name: handle.concurrency for name, handle in self.jobs.items()})
 
     # -- declarations -------------------------------------------------------------------------
 

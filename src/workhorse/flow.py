@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from workhorse.drivers.records import FlowRules
+from workhorse.drivers.records import KEY_SEPARATOR, FlowRules, FlowUsage, Job
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
 
@@ -186,3 +186,44 @@ def rules_for(limits: Limits | None, jobs: Mapping[str, Concurrency | None]) -> 
         total=limits.total,
         rate=None if rate is None else (rate.n, rate.per),
     )
+
+
+def why_held(rules: FlowRules, usage: FlowUsage, job: Job) -> list[str]:
+    """Why a due ready job is not starting, one line per full cap it counts toward (empty: none
+    holds it). ``workhorse show`` prints them."""
+    held = usage.running
+    out: list[str] = []
+
+    def check(cap: int | None, count: int, text: str) -> None:
+        if cap is not None and count >= cap:
+            out.append(text + (" (a cap of 0: a hard stop)" if cap == 0 else ""))
+
+    cap = rules.names.get(job.name)
+    check(cap, held.get(("name", job.name), 0), f"{held.get(('name', job.name), 0)} of {cap} runs of {job.name} "
+          f"are running (concurrency={cap})")  # fmt: skip
+    keyed = rules.keyed.get(job.name)
+    if keyed is not None and job.flow_key is not None:
+        n = held.get(("key", job.name + KEY_SEPARATOR + job.flow_key), 0)
+        check(
+            keyed[0],
+            n,
+            f"{n} of {keyed[0]} runs of key {job.flow_key!r} are running (Concurrency({keyed[0]}, key=...))",
+        )
+    if job.tenant is not None:
+        n = held.get(("tenant", job.tenant), 0)
+        check(
+            rules.per_tenant,
+            n,
+            f"tenant {job.tenant!r} runs {n} of {rules.per_tenant} (Limits(per_tenant={rules.per_tenant}))",
+        )
+        if rules.rate is not None:
+            limit, per = rules.rate
+            started = usage.starts.get(job.tenant, 0)
+            check(limit, started, f"tenant {job.tenant!r} started {started} runs in the last {per:g}s "
+                  f"(Limits(rate_per_tenant=Rate({limit}, per={per:g})))")  # fmt: skip
+    queue_cap = rules.queue_cap(job.queue)
+    n = held.get(("queue", job.queue), 0)
+    check(queue_cap, n, f"queue {job.queue!r} runs {n} of {queue_cap} (Limits(per_queue))")
+    n = held.get(("total", ""), 0)
+    check(rules.total, n, f"{n} of {rules.total} runs of the app are running (Limits(total={rules.total}))")
+    return out

@@ -230,20 +230,20 @@ def show_job(state: State, job_id: str, as_json: bool) -> None:
       workhorse show 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e --json
     """
 
-    async def fetch(app: App) -> Job:
+    async def fetch(app: App) -> tuple[Job, list[str]]:
         job = await app.admin.get(job_id)
         if job is None:
             raise JobNotFoundError(job_id)
-        return job
+        return job, await app.admin.why_waiting(job)
 
-    job = run_with_app(state.app(), fetch)
+    job, waiting = run_with_app(state.app(), fetch)
     if as_json:
-        emit_json(job.to_dict())
+        emit_json({**job.to_dict(), "held_back": waiting})
         return
-    stdout().print(job_panel(job))
+    stdout().print(job_panel(job, waiting))
 
 
-def job_panel(job: Job) -> Panel:
+def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
     now = datetime.now(UTC)  # clock-ok: relative times for display only
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
@@ -256,11 +256,15 @@ def job_panel(job: Job) -> Panel:
     grid.add_row("name", job.name)
     grid.add_row("queue", job.queue)
     grid.add_row("state", state_text(job.state))
+    if waiting:  # a due ready job a full fleet-wide cap holds back
+        grid.add_row("held back", Text("\n".join(waiting), style="yellow"))
     grid.add_row("attempt", f"{job.attempt} of {job.max_attempts}")
     grid.add_row("tenant", job.tenant or "-")
     grid.add_row("priority", str(job.priority))
     if job.key is not None:
         grid.add_row("key", job.key)
+    if job.flow_key is not None:
+        grid.add_row("concurrency key", job.flow_key)
     grid.add_row("created", when(job.created_at))
     grid.add_row("run at", when(job.run_at))
     grid.add_row("started", when(job.started_at))

@@ -145,7 +145,10 @@ def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
             _rate(row.failure_rate),
         ]
         if not by_name:
-            cells.append(Text("paused", style="bold yellow") if row.paused else "")
+            marks = [Text("paused", style="bold yellow")] if row.paused else []
+            if row.held_back:
+                marks.append(Text(f"{row.held_back:,} held by caps", style="yellow"))
+            cells.append(Text(" ").join(marks))
         table.add_row(*cells)
     return table
 

@@ -33,6 +33,7 @@ from workhorse.drivers.records import (
     BULK_STATES,
     ERRORS_KEPT,
     FINISHED_STATES,
+    KEY_SEPARATOR,
     LIVE_STATES,
     MAX_BULK,
     Beat,
@@ -44,6 +45,8 @@ from workhorse.drivers.records import (
     ClaimResult,
     CounterSum,
     FlowRules,
+    FlowUsage,
+    FullScopes,
     Job,
     JobRef,
     JobState,
@@ -173,6 +176,10 @@ class OperateRole(Protocol):
 
     async def list_pauses(self) -> list[QueuePause]: ...
 
+    async def flow_usage(self, flow: FlowRules, names: Mapping[str, str]) -> FlowUsage:
+        """What holds ``flow``'s caps now, and per queue the due ready jobs of ``names`` (job name ->
+        queue) a full cap holds back. An operator's read: it takes no lock."""
+
     async def snapshot(self, since: float | None) -> Snapshot:
         """State counts, counter sums since ``since`` seconds ago, pauses and live workers."""
 
@@ -244,6 +251,7 @@ __all__ = [
     "BULK_STATES",
     "ERRORS_KEPT",
     "FINISHED_STATES",
+    "KEY_SEPARATOR",
     "LIVE_STATES",
     "MAX_BULK",
     "Beat",
@@ -258,6 +266,8 @@ __all__ = [
     "EnqueueRole",
     "EventsRole",
     "FlowRules",
+    "FlowUsage",
+    "FullScopes",
     "Job",
     "JobRef",
     "JobState",

@@ -181,7 +181,7 @@ class _Row:
             dead_letter=self.dead_letter, claims=self.claims, worker_id=self.worker_id,
             lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
-            errors=_load(self.errors) or [],
+            errors=_load(self.errors) or [], flow_key=self.flow_key,
         )  # fmt: skip
 
     def bury(self, now: datetime) -> Buried:

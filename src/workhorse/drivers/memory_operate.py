@@ -3,6 +3,8 @@ pauses, the snapshot and the counter folds, mirroring the operator statements.""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -10,11 +12,14 @@ from typing import Literal
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
     FINISHED_STATES,
+    KEY_SEPARATOR,
     LIVE_STATES,
     BulkFilter,
     BulkResult,
     BulkVerb,
     CounterSum,
+    FlowRules,
+    FlowUsage,
     Job,
     ListFilter,
     Page,
@@ -215,6 +220,35 @@ class MemoryOperate(MemoryCore):
     async def list_pauses(self) -> list[QueuePause]:
         with self._lock:
             return [self._pauses[q] for q in sorted(self._pauses)]
+
+    async def flow_usage(self, flow: FlowRules, names: Mapping[str, str]) -> FlowUsage:
+        with self._lock:
+            now = self._now()
+            running: Counter[tuple[str, str]] = Counter()
+            for r in self._rows.values():
+                if r.state != "running" or r.lease_expires_at is None or r.lease_expires_at < now:
+                    continue
+                running["name", r.name] += 1
+                if r.flow_key is not None:
+                    running["key", r.name + KEY_SEPARATOR + r.flow_key] += 1
+                if r.tenant is not None:
+                    running["tenant", r.tenant] += 1
+                running["queue", r.queue] += 1
+                running["total", ""] += 1
+            since = None if flow.rate is None else now - timedelta(seconds=flow.rate[1])
+            starts = Counter(t for t, at, _ in self._flow_starts if since is not None and at > since)
+            usage = FlowUsage(dict(running), dict(starts))
+            full = flow.full(usage)
+            zero_keys = {n for n, (cap, fail) in flow.keyed.items() if cap == 0 and not fail}
+            held = Counter(
+                r.queue
+                for r in self._rows.values()
+                if r.name in names
+                and r.state in ("ready", "delayed", "suspended")
+                and r.run_at <= now
+                and (flow.holds(full, r.name, r.queue, r.tenant, r.flow_key) or r.name in zero_keys)
+            )
+            return FlowUsage(usage.running, usage.starts, dict(held))
 
     async def snapshot(self, since: float | None) -> Snapshot:
         with self._lock:

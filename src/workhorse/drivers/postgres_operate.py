@@ -5,12 +5,14 @@ through ``app.admin``, the CLI and the metrics endpoint; and the counter folds t
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import psycopg.errors
 
 from workhorse._db.queries import admin as admin_sql
+from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import steps as step_sql
 from workhorse._db.queries import workers as worker_sql
@@ -21,6 +23,8 @@ from workhorse.drivers.base import (
     BulkResult,
     BulkVerb,
     CounterSum,
+    FlowRules,
+    FlowUsage,
     Job,
     ListFilter,
     Page,
@@ -63,6 +67,7 @@ def _job(row: dict[str, Any]) -> Job:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         updated_at=row["updated_at"],
+        flow_key=row.get("flow_key"),
     )
 
 
@@ -280,6 +285,15 @@ class PostgresOperate(PostgresCore):
             paused=[QueuePause(r["queue"], r["at"], r["reason"]) for r in rows if r["kind"] == "pause"],
             workers=int(head["n"]),
         )
+
+    async def flow_usage(self, flow: FlowRules, names: Mapping[str, str]) -> FlowUsage:
+        rate_per = None if flow.rate is None else flow.rate[1]
+        rows = await self.fetch(flow_sql.FLOW_USAGE, {"rate_per": rate_per})
+        running = {(r["scope"], r["value"]): int(r["n"]) for r in rows if r["scope"] != "start"}
+        starts = {r["value"]: int(r["n"]) for r in rows if r["scope"] == "start"}
+        usage = FlowUsage(running, starts)
+        counted = await self.fetch(flow_sql.FLOW_HELD_BACK, flow.blocked_params(flow.full(usage), names))
+        return FlowUsage(running, starts, {r["queue"]: int(r["n"]) for r in counted})
 
     async def rollup_counters(self) -> int:
         folded = 0

@@ -6,6 +6,7 @@ Every name here is also importable from ``workhorse.drivers.base``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -83,6 +84,7 @@ class Job:
     # The failed attempts' errors, oldest first, at most ERRORS_KEPT: {attempt, type, message, at}.
     # ``last_error`` keeps the latest one whole, with its traceback.
     errors: list[dict[str, Any]] = field(default_factory=list)
+    flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -100,6 +102,7 @@ class Job:
             "tenant": self.tenant,
             "priority": self.priority,
             "key": self.key,
+            "concurrency_key": self.flow_key,
             "payload": self.payload,
             "result": self.result,
             "last_error": self.last_error,
@@ -185,6 +188,81 @@ class FlowRules:
 
     def queue_cap(self, queue: str) -> int | None:
         return self.per_queue.get(queue, self.per_queue_default)
+
+    def full(self, usage: FlowUsage) -> FullScopes:
+        """Which caps have no room now (what FLOW_CLAIM's due arm skips, and `total`/`per_queue`)."""
+        held = usage.running
+        return FullScopes(
+            names={n for n, cap in self.names.items() if held.get(("name", n), 0) >= cap},
+            keys={
+                (n, k)
+                for (scope, nk), count in held.items()
+                if scope == "key"
+                for n, k in [nk.split(KEY_SEPARATOR, 1)]
+                if n in self.keyed and not self.keyed[n][1] and count >= self.keyed[n][0]
+            },
+            tenants={
+                t for (scope, t), count in held.items()
+                if scope == "tenant" and self.per_tenant is not None and count >= self.per_tenant
+            }
+            | {t for t, count in usage.starts.items() if self.rate is not None and count >= self.rate[0]},
+            queues={
+                q for (scope, q), count in held.items()
+                if scope == "queue" and (cap := self.queue_cap(q)) is not None and count >= cap
+            },
+            total=self.total is not None and held.get(("total", ""), 0) >= self.total,
+            every_tenant=self.per_tenant == 0 or (self.rate is not None and self.rate[0] == 0),
+        )  # fmt: skip
+
+    def blocked_params(self, full: FullScopes, names: Mapping[str, str]) -> dict[str, Any]:
+        """FLOW_HELD_BACK's parameters: the full scopes, with the queues and names a cap of 0 stops."""
+        zero_keys = {n for n, (cap, fail) in self.keyed.items() if cap == 0 and not fail}
+        return {
+            "names": list(names),
+            "total_full": full.total,
+            "full_names": sorted(full.names | (zero_keys & set(names))),
+            "full_queues": sorted(full.queues | {q for q in set(names.values()) if self.queue_cap(q) == 0}),
+            "every_tenant": full.every_tenant,
+            "full_tenants": sorted(full.tenants),
+            "full_keys": sorted(n + KEY_SEPARATOR + k for n, k in full.keys),
+        }
+
+    def holds(self, full: FullScopes, name: str, queue: str, tenant: str | None, flow_key: str | None) -> bool:
+        """Does a full cap (``full``, from ``self.full``) hold back a due job like this?"""
+        return (
+            full.total
+            or name in full.names
+            or queue in full.queues
+            or self.queue_cap(queue) == 0
+            or (tenant is not None and (full.every_tenant or tenant in full.tenants))
+            or (flow_key is not None and (name, flow_key) in full.keys)
+            or (flow_key is not None and self.keyed.get(name, (1, False)) == (0, False))
+        )
+
+
+KEY_SEPARATOR = "\x1f"  # between a job name and its concurrency key in FlowUsage's ("key", ...) scope
+
+
+@dataclass(frozen=True)
+class FlowUsage:
+    """What holds the fleet's caps now (``flow_usage``): running runs with live leases by scope,
+    ``("name", job)``, ``("key", job + KEY_SEPARATOR + key)``, ``("tenant", t)``, ``("queue", q)``
+    and ``("total", "")``; per tenant, the starts inside the rate window; and per queue, the due
+    ready jobs of the worker's caps that a full cap holds back."""
+
+    running: dict[tuple[str, str], int]
+    starts: dict[str, int]
+    held_back: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FullScopes:
+    names: set[str]
+    keys: set[tuple[str, str]]
+    tenants: set[str]
+    queues: set[str]
+    total: bool
+    every_tenant: bool = False  # a tenant cap (or rate) of 0: every job with a tenant waits
 
 
 @dataclass(slots=True)  # not frozen: one per job on the hot path, and a frozen __init__ is slow

@@ -301,3 +301,42 @@ where judged.verdict = 'held'
 having count(*) > 0
 """
 )
+
+# What holds the caps now, for the operator surface (``flow_usage``): running rows with live
+# leases by scope, and the rate starts inside the window. No lock: a read, as of its snapshot.
+FLOW_USAGE = """
+with held as materialized (
+    select j.name, j.queue, j.tenant, j.flow_key
+    from {schema}.jobs as j
+    where j.state = 'running' and j.lease_expires_at >= now()
+)
+select 'name' as scope, held.name as value, count(*) as n from held group by held.name
+union all
+select 'key', held.name || chr(31) || held.flow_key, count(*) from held
+where held.flow_key is not null group by held.name, held.flow_key
+union all
+select 'tenant', held.tenant, count(*) from held where held.tenant is not null group by held.tenant
+union all
+select 'queue', held.queue, count(*) from held group by held.queue
+union all
+select 'total', '', count(*) from held
+union all
+select 'start', s.tenant, count(*) from {schema}.flow_starts as s
+where %(rate_per)s::float8 is not null and s.started_at > now() - %(rate_per)s::float8 * interval '1 second'
+group by s.tenant
+"""
+
+# Per queue, the due ready jobs of the capped names a full cap holds back (the scopes FLOW_USAGE
+# showed full, as FlowRules.full and FlowRules.holds read them).
+FLOW_HELD_BACK = """
+select j.queue, count(*) as n
+from {schema}.jobs as j
+where j.state in ('ready', 'delayed', 'suspended') and j.run_at <= now()
+  and j.name = any(%(names)s::text[])
+  and (%(total_full)s::bool
+       or j.name = any(%(full_names)s::text[])
+       or j.queue = any(%(full_queues)s::text[])
+       or (j.tenant is not null and (%(every_tenant)s::bool or j.tenant = any(%(full_tenants)s::text[])))
+       or (j.flow_key is not null and j.name || chr(31) || j.flow_key = any(%(full_keys)s::text[])))
+group by j.queue
+"""

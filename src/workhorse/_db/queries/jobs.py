@@ -75,7 +75,7 @@ JOB_COLUMNS = (
     + """ as state,
     j.priority, j.payload, j.result, j.last_error, j.errors, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
-    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at
+    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key
 """
 )
 
