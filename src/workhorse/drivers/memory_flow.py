@@ -154,7 +154,7 @@ class MemoryFlow(MemoryCore):
         """`pruned` then `starts`: per tenant, the starts inside the rate window and the oldest."""
         if flow.rate is None:
             return {}
-        since = now - timedelta(seconds=flow.rate[1])
+        since = now - timedelta(seconds=flow.rate_window or 0.0)
         self._flow_starts = [s for s in self._flow_starts if s[1] > since]
         out: dict[str, tuple[int, datetime]] = {}
         for tenant, at, _ in self._flow_starts:
@@ -193,5 +193,6 @@ class MemoryFlow(MemoryCore):
         ]
         later += [r.lease_expires_at for r in held if r.lease_expires_at is not None and r.lease_expires_at > now]
         if flow.rate is not None:
-            later += [oldest + timedelta(seconds=flow.rate[1]) for n, oldest in starts.values() if n >= flow.rate[0]]
+            window = timedelta(seconds=flow.rate_window or 0.0)
+            later += [oldest + window for n, oldest in starts.values() if n >= flow.rate[0]]
         return None if not later else (min(later) - now).total_seconds()

@@ -235,7 +235,7 @@ class MemoryOperate(MemoryCore):
                     running["tenant", r.tenant] += 1
                 running["queue", r.queue] += 1
                 running["total", ""] += 1
-            since = None if flow.rate is None else now - timedelta(seconds=flow.rate[1])
+            since = None if flow.rate_window is None else now - timedelta(seconds=flow.rate_window)
             starts = Counter(t for t, at, _ in self._flow_starts if since is not None and at > since)
             usage = FlowUsage(dict(running), dict(starts))
             full = flow.full(usage)

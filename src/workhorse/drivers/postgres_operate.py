@@ -287,8 +287,7 @@ class PostgresOperate(PostgresCore):
         )
 
     async def flow_usage(self, flow: FlowRules, names: Mapping[str, str]) -> FlowUsage:
-        rate_per = None if flow.rate is None else flow.rate[1]
-        rows = await self.fetch(flow_sql.FLOW_USAGE, {"rate_per": rate_per})
+        rows = await self.fetch(flow_sql.FLOW_USAGE, {"rate_per": flow.rate_window})
         running = {(r["scope"], r["value"]): int(r["n"]) for r in rows if r["scope"] != "start"}
         starts = {r["value"]: int(r["n"]) for r in rows if r["scope"] == "start"}
         usage = FlowUsage(running, starts)

@@ -65,7 +65,7 @@ def _flow_params(flow: FlowRules) -> dict[str, Any]:
         "queue_cap_default": flow.per_queue_default,
         "total_cap": flow.total,
         "rate_n": None if flow.rate is None else flow.rate[0],
-        "rate_per": None if flow.rate is None else flow.rate[1],
+        "rate_per": flow.rate_window,
     }
 
 

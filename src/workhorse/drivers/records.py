@@ -186,6 +186,13 @@ class FlowRules:
             or self.per_queue_default is not None
         )
 
+    @property
+    def rate_window(self) -> float | None:
+        """The window a rate counts starts in: ``per`` and RATE_SLACK of it. A start is stamped
+        by the claim, a moment before the body starts; the slack keeps that moment's jitter from
+        letting n + 1 bodies start inside ``per``."""
+        return None if self.rate is None else self.rate[1] * (1 + RATE_SLACK)
+
     def queue_cap(self, queue: str) -> int | None:
         return self.per_queue.get(queue, self.per_queue_default)
 
@@ -240,6 +247,7 @@ class FlowRules:
         )
 
 
+RATE_SLACK = 0.05  # of a rate's window (see FlowRules.rate_window)
 KEY_SEPARATOR = "\x1f"  # between a job name and its concurrency key in FlowUsage's ("key", ...) scope
 
 

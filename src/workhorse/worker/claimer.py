@@ -176,6 +176,8 @@ class Claimer:
                 choice = choose(
                     state, now=time.monotonic(), may_rest=may_rest, notified=notified, due_changed=due_changed
                 )
+                if self.flow is not None:  # the flow claim always sweeps, and says when to look next
+                    choice = Choice(sweep=True, lean_wake=choice.lean_wake, stale=choice.stale)
                 state.full = False
                 forgotten = table.forgotten
                 asked_at = lease_clock()  # each lease's window runs from the claim's sending

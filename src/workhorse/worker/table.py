@@ -27,8 +27,11 @@ SETTLE_BACKLOG = 10
 
 
 class RunTable:
-    def __init__(self, concurrency: dict[str, int]) -> None:
+    def __init__(self, concurrency: dict[str, int], *, claim_ahead: bool = True) -> None:
         self.concurrency = concurrency
+        # Under fleet-wide caps a job claimed ahead would hold a slot of the fleet's while it waits
+        # for one of ours, and would start later than its rate stamp says: no claiming ahead.
+        self.claim_ahead = claim_ahead
         self.total = sum(concurrency.values())
         self._lock = threading.Lock()
         self._held: dict[str, Held] = {}
@@ -62,7 +65,7 @@ class RunTable:
         observed body run time, at most PREFETCH_MAX times the slots, and none unless bodies are
         short (under PREFETCH_BELOW on average). Bigger claims mean fewer round trips per job, and
         a buffered job waits milliseconds; long jobs are never held back from an idle worker."""
-        if self._runtime >= PREFETCH_BELOW:
+        if self._runtime >= PREFETCH_BELOW or not self.claim_ahead:
             return 0
         slots = self.concurrency[queue]
         return min(slots * PREFETCH_MAX, int(slots * PREFETCH_WINDOW / max(self._runtime, 1e-4)))
