@@ -5,7 +5,6 @@ noun with one job, that talk through the callbacks they are given:
 
     lifecycle   Worker: options, run/stop, signals, the control thread, wiring, the drain
     claimer     the claim loop (its decisions pure functions), back-off, the hand-back
-    admission   the step between a claim's answer and the start of its runs (today: admit all)
     table       RunTable: the one owner of held runs, busy slots, the claim-ahead buffer
     bridge      the body loop <-> control loop crossing: starting runs, carrying verdicts back
     execute     one attempt on the body loop: its body, deadline and verdict
