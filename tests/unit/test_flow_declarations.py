@@ -1,0 +1,243 @@
+"""Flow-control declarations (``Concurrency``, ``Limits``, ``Rate``, ``App(limits=)``,
+``@app.job(concurrency=)``): every bad number or type is refused at construction with
+CONFIG_INVALID, naming the value and a fix; 0 is accepted (a hard stop). A bad concurrency key
+is refused at enqueue with nothing written, and a worker refuses to start on a driver that
+cannot enforce a declared cap (JOB_CONCURRENCY_UNENFORCEABLE)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Rate
+from workhorse.drivers.memory import MemoryDriver
+
+BAD_NUMBERS: list[Any] = [-1, -100, 2.0, 1.5, math.nan, math.inf, -math.inf, True, False, "2", None, [2], {"n": 2}]
+BAD_COUNTS = [v for v in BAD_NUMBERS if v is not None]  # None means "no cap" where a cap is optional
+
+
+async def body(ctx: JobContext, payload: object) -> None:
+    return None
+
+
+def refused(build: Callable[[], object], offending: object) -> ConfigurationError:
+    """Run build, which must refuse with CONFIG_INVALID naming the offending value and a fix."""
+    with pytest.raises(ConfigurationError) as caught:
+        build()
+    error = caught.value
+    assert error.code == "CONFIG_INVALID"
+    assert repr(offending) in error.cause, error.cause
+    assert error.fix.strip()
+    return error
+
+
+# -- construction --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS)
+def test_concurrency_limit_refusals(value: Any) -> None:
+    refused(lambda: Concurrency(value), value)
+    refused(lambda: Concurrency(value, key=lambda p: "k"), value)
+
+
+@pytest.mark.parametrize("key", ["acct", 7, object()])
+def test_concurrency_key_must_be_callable(key: Any) -> None:
+    refused(lambda: Concurrency(1, key=key), key)
+
+
+@pytest.mark.parametrize("when_busy", ["never", "", "FAIL", None, 1, True])
+def test_concurrency_when_busy_refusals(when_busy: Any) -> None:
+    refused(lambda: Concurrency(1, key=lambda p: "k", when_busy=when_busy), when_busy)
+
+
+def test_when_busy_fail_without_a_key_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Concurrency(1, when_busy="fail")
+    assert caught.value.code == "CONFIG_INVALID"
+    assert "when_busy='fail'" in caught.value.cause and "key=" in caught.value.fix
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS)
+@pytest.mark.parametrize("field", ["per_tenant", "total", "per_queue"])
+def test_limits_number_refusals(field: str, value: Any) -> None:
+    if field == "per_queue" and isinstance(value, dict):
+        value = {"q": -1}  # a dict is per_queue's by-queue form: its bad value is what is named
+        refused(lambda: Limits(per_queue=value), -1)
+        return
+    refused(lambda: Limits(**{field: value}), value)
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS)
+def test_limits_per_queue_dict_value_refusals(value: Any) -> None:
+    error = refused(lambda: Limits(per_queue={"emails": 3, "q": value}), value)
+    assert "'q'" in error.cause
+
+
+@pytest.mark.parametrize("queue", ["", 3, None, ("a",)])
+def test_limits_per_queue_dict_key_refusals(queue: Any) -> None:
+    refused(lambda: Limits(per_queue={queue: 1}), queue)
+
+
+@pytest.mark.parametrize("rate", [5, (3, "1s"), "10/s", {"n": 3}, 1.5])
+def test_limits_rate_must_be_a_rate(rate: Any) -> None:
+    refused(lambda: Limits(rate_per_tenant=rate), rate)
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS)
+def test_rate_n_refusals(value: Any) -> None:
+    refused(lambda: Rate(value, per="1s"), value)
+
+
+@pytest.mark.parametrize("per", [0, "0s", -1, math.nan, math.inf, True, "soon", "0.5ms", 0.0001, None])
+def test_rate_per_refusals(per: Any) -> None:
+    refused(lambda: Rate(3, per=per), per)
+
+
+@pytest.mark.parametrize("limits", [{"total": 3}, 5, "total=3", Rate(3), Concurrency(2)])
+def test_app_limits_must_be_limits(limits: Any) -> None:
+    refused(lambda: App(driver="memory", limits=limits), limits)
+
+
+@pytest.mark.parametrize("value", [*BAD_COUNTS, "fail"])
+def test_job_concurrency_refusals_register_nothing(value: Any) -> None:
+    app = App(driver="memory")
+    error = refused(lambda: app.job(name="capped", tenant="none", concurrency=value)(body), value)
+    assert "capped" in error.cause
+    assert app.jobs == {}
+
+
+def test_zero_is_accepted_everywhere() -> None:
+    assert Concurrency(0).limit == 0
+    assert Concurrency(0, key=lambda p: "k", when_busy="fail").limit == 0
+    assert Rate(0, per="1s").n == 0
+    limits = Limits(per_tenant=0, per_queue=0, total=0, rate_per_tenant=Rate(0))
+    assert (limits.per_tenant, limits.per_queue, limits.total) == (0, 0, 0)
+    assert Limits(per_queue={"q": 0}).per_queue == {"q": 0}
+    app = App(driver="memory", limits=limits)
+    assert app.limits is limits
+    handle = app.job(name="stopped", tenant="none", concurrency=0)(body)
+    assert handle.concurrency is not None and handle.concurrency.limit == 0
+
+
+def test_good_declarations_keep_their_values() -> None:
+    def key(p: Any) -> str:
+        return str(p["acct"])
+
+    c = Concurrency(3, key=key, when_busy="fail")
+    assert (c.limit, c.key, c.when_busy) == (3, key, "fail")
+    assert Concurrency(2).when_busy == "wait" and Concurrency(2).key is None
+    r = Rate(10, per="250ms")
+    assert (r.n, r.per) == (10, 0.25)
+    limits = Limits(per_tenant=5, per_queue={"emails": 20}, total=100, rate_per_tenant=r)
+    assert limits.per_queue == {"emails": 20} and limits.rate_per_tenant is r and not limits.empty
+    assert Limits().empty
+
+
+# -- the key function, at enqueue ---------------------------------------------------------------
+
+
+def _raises(p: Any) -> str:
+    raise KeyError("acct")
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        (lambda p: "", "''"),
+        (lambda p: 42, "42"),
+        (lambda p: None, "None"),
+        (lambda p: "k" * 201, "k" * 201),
+        (lambda p: "a\x00b", "a\\x00b"),
+        (_raises, "KeyError"),
+    ],
+)
+async def test_a_bad_key_is_refused_at_enqueue_and_nothing_is_written(
+    memory_app: App, key: Callable[[Any], Any], shown: str
+) -> None:
+    @memory_app.job(name="keyed", tenant="none", concurrency=Concurrency(1, key=key))
+    async def keyed(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    @memory_app.job(name="other", tenant="none")
+    async def other(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    await other.enqueue({"acct": "x"})  # a job the refusals must leave alone
+    before = await memory_app.list_jobs()
+    assert len(before.jobs) == 1
+    for enqueue in (
+        lambda: keyed.enqueue({"acct": "a"}),
+        lambda: keyed.enqueue_many([{"acct": "a"}, {"acct": "b"}]),
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            await enqueue()
+        assert caught.value.code == "CONFIG_INVALID"
+        assert shown in caught.value.cause and "keyed" in caught.value.cause
+        assert caught.value.fix.strip()
+    after = await memory_app.list_jobs()
+    assert [j.id for j in after.jobs] == [j.id for j in before.jobs]
+
+
+async def test_a_key_of_200_characters_is_stored(memory_app: App) -> None:
+    @memory_app.job(name="keyed", tenant="none", concurrency=Concurrency(1, key=lambda p: "k" * 200))
+    async def keyed(ctx: JobContext, payload: Any) -> None:
+        return None
+
+    ref = await keyed.enqueue(None)
+    assert (await memory_app.get_job(ref.id)) is not None
+
+
+# -- the worker's refusal on a driver that cannot enforce -----------------------------------------
+
+
+class NonEnforcingDriver(MemoryDriver):
+    enforces_flow = False
+
+
+@pytest.mark.parametrize(
+    "declare",
+    [
+        {"concurrency": 2},
+        {"concurrency": Concurrency(1, key=lambda p: "k")},
+        {"concurrency": 0},
+        {"limits": Limits(total=3)},
+        {"limits": Limits(rate_per_tenant=Rate(3, per="1s"))},
+    ],
+)
+async def test_a_worker_refuses_a_driver_that_cannot_enforce(declare: dict[str, Any]) -> None:
+    app = App(driver=NonEnforcingDriver(), limits=declare.get("limits"))
+    ran: list[int] = []
+
+    @app.job(name="capped", tenant=lambda p: "t", concurrency=declare.get("concurrency"))
+    async def capped(ctx: JobContext, payload: int) -> None:
+        ran.append(payload)
+
+    ref = await capped.enqueue(1)
+    with pytest.raises(ConfigurationError) as caught:
+        await app.worker().run(burst=True)
+    assert caught.value.code == "JOB_CONCURRENCY_UNENFORCEABLE"
+    assert "NonEnforcingDriver" in caught.value.cause and caught.value.fix.strip()
+    if "concurrency" in declare:
+        assert "capped" in caught.value.cause
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("ready", 0)
+    assert ran == []
+
+
+async def test_the_same_driver_runs_jobs_without_caps() -> None:
+    app = App(driver=NonEnforcingDriver())
+    ran: list[int] = []
+
+    @app.job(name="free", tenant="none")
+    async def free(ctx: JobContext, payload: int) -> None:
+        ran.append(payload)
+
+    refs = await free.enqueue_many([1, 2, 3])
+    stats = await app.worker().run(burst=True)
+    assert sorted(ran) == [1, 2, 3] and stats.completed == 3
+    for ref in refs:
+        job = await app.get_job(ref.id)
+        assert job is not None and job.state == "done"
