@@ -57,9 +57,12 @@ class MemoryFlow(MemoryCore):
         held_queue = Counter(r.queue for r in held)
         starts = self._window(flow, now)
         full_names = {n for n, cap in flow.names.items() if held_name[n] >= cap}
+        full_names |= {n for n, (cap, _) in flow.keyed.items() if cap == 0}  # a key cap of 0 stops every key
         full_keys = {k for k, n in held_key.items() if n >= flow.keyed[k[0]][0] and not flow.keyed[k[0]][1]}
         full_tenants = {t for t, n in held_tenant.items() if flow.per_tenant is not None and n >= flow.per_tenant}
         full_tenants |= {t for t, (n, _) in starts.items() if flow.rate is not None and n >= flow.rate[0]}
+
+        every_tenant = flow.per_tenant == 0 or (flow.rate is not None and flow.rate[0] == 0)  # a hard stop
 
         def ours(r: _Row) -> bool:
             return r.name in name_set and r.queue in wanted
@@ -84,7 +87,7 @@ class MemoryFlow(MemoryCore):
                 and r.state in ("ready", "delayed", "suspended")
                 and r.run_at <= now
                 and r.name not in full_names
-                and (r.tenant is None or r.tenant not in full_tenants)
+                and (r.tenant is None or (r.tenant not in full_tenants and not every_tenant))
                 and (r.name, r.flow_key) not in full_keys
             ]
             candidates += [(1, r) for r in sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:room]]
@@ -102,7 +105,7 @@ class MemoryFlow(MemoryCore):
             queue_cap = flow.queue_cap(r.queue)
             name_cap = flow.names.get(r.name)
             tenant = r.tenant
-            if key_cap is not None and key_cap[1] and held_key[r.name, r.flow_key] >= key_cap[0]:
+            if key_cap is not None and key_cap[1] and 0 < key_cap[0] <= held_key[r.name, r.flow_key]:  # 0: a hard stop
                 refused.append(r)
                 continue
             if (

@@ -51,20 +51,20 @@ with recursive wanted as (
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
     where not exists (select 1 from {schema}.queue_pauses as p where p.queue = w.queue)
 ), name_caps as materialized (
-    select c.name, c.cap from unnest(%(cap_names)s::text[], %(cap_limits)s::int[]) as c(name, cap)
+    select c.name, c.cap from unnest(%(cap_names)s::text[], %(cap_limits)s::bigint[]) as c(name, cap)
 ), key_caps as materialized (
     select c.name, c.cap, c.fail
-    from unnest(%(key_names)s::text[], %(key_limits)s::int[], %(key_fail)s::bool[]) as c(name, cap, fail)
+    from unnest(%(key_names)s::text[], %(key_limits)s::bigint[], %(key_fail)s::bool[]) as c(name, cap, fail)
 ), queue_caps as materialized (
-    select c.queue, c.cap from unnest(%(queue_cap_names)s::text[], %(queue_cap_limits)s::int[]) as c(queue, cap)
+    select c.queue, c.cap from unnest(%(queue_cap_names)s::text[], %(queue_cap_limits)s::bigint[]) as c(queue, cap)
 ), running as materialized (
     -- every running row some cap counts, read once (jobs_running_lease_idx)
     select j.id, j.name, j.queue, j.tenant, j.flow_key, j.lease_expires_at, j.lease_expires_at < now() as lapsed
     from {schema}.jobs as j
     where j.state = 'running'
-      and (%(total_cap)s::int is not null
-           or %(queue_cap_default)s::int is not null
-           or (j.tenant is not null and %(tenant_cap)s::int is not null)
+      and (%(total_cap)s::bigint is not null
+           or %(queue_cap_default)s::bigint is not null
+           or (j.tenant is not null and %(tenant_cap)s::bigint is not null)
            or j.queue = any(%(queue_cap_names)s::text[])
            or j.name = any(%(cap_names)s::text[])
            or j.name = any(%(key_names)s::text[]))
@@ -93,29 +93,31 @@ with recursive wanted as (
     select held.queue, count(*) as n from held group by held.queue
 ), pruned as (
     delete from {schema}.flow_starts as s
-    where %(rate_n)s::int is not null and s.started_at <= now() - %(rate_per)s::float8 * interval '1 second'
+    where %(rate_n)s::bigint is not null and s.started_at <= now() - %(rate_per)s::float8 * interval '1 second'
 ), starts as materialized (
     select s.tenant, count(*) as n, min(s.started_at) as oldest
     from {schema}.flow_starts as s
-    where %(rate_n)s::int is not null and s.started_at > now() - %(rate_per)s::float8 * interval '1 second'
+    where %(rate_n)s::bigint is not null and s.started_at > now() - %(rate_per)s::float8 * interval '1 second'
     group by s.tenant
 ), full_names as materialized (
     select nc.name from name_caps as nc left join held_name as h on h.name = nc.name
     where coalesce(h.n, 0) >= nc.cap
+    union
+    select kc.name from key_caps as kc where kc.cap = 0  -- a key cap of 0 stops every key
 ), full_keys as materialized (
     select h.name, h.flow_key from held_key as h join key_caps as kc on kc.name = h.name
     where h.n >= kc.cap and not kc.fail  -- a refusing key's jobs are taken, to be refused
 ), full_tenants as materialized (
-    select h.tenant from held_tenant as h where h.n >= %(tenant_cap)s::int
+    select h.tenant from held_tenant as h where h.n >= %(tenant_cap)s::bigint
     union
-    select s.tenant from starts as s where s.n >= %(rate_n)s::int
+    select s.tenant from starts as s where s.n >= %(rate_n)s::bigint
 ), room as (
     select wanted.queue,
            least(wanted.slots,
-                 case when coalesce(qc.cap, %(queue_cap_default)s::int) is null then wanted.slots
-                      else greatest(coalesce(qc.cap, %(queue_cap_default)s::int) - coalesce(hq.n, 0), 0) end,
-                 case when %(total_cap)s::int is null then wanted.slots
-                      else greatest(%(total_cap)s::int - (select count(*) from held), 0) end) as slots
+                 case when coalesce(qc.cap, %(queue_cap_default)s::bigint) is null then wanted.slots
+                      else greatest(coalesce(qc.cap, %(queue_cap_default)s::bigint) - coalesce(hq.n, 0), 0) end,
+                 case when %(total_cap)s::bigint is null then wanted.slots
+                      else greatest(%(total_cap)s::bigint - (select count(*) from held), 0) end) as slots
     from wanted
     left join queue_caps as qc on qc.queue = wanted.queue
     left join held_queue as hq on hq.queue = wanted.queue
@@ -127,7 +129,9 @@ with recursive wanted as (
         where j.state in ('ready', 'delayed', 'suspended') and j.run_at <= now()
           and j.queue = room.queue and j.name = any(%(names)s::text[])
           and j.name <> all(array(select name from full_names))
-          and (j.tenant is null or j.tenant <> all(array(select tenant from full_tenants)))
+          and (j.tenant is null
+               or (j.tenant <> all(array(select tenant from full_tenants))
+                   and %(tenant_cap)s::bigint is distinct from 0 and %(rate_n)s::bigint is distinct from 0))
           and not exists (select 1 from full_keys as fk where fk.name = j.name and fk.flow_key = j.flow_key)
         order by j.priority desc, j.run_at, j.id
         limit room.slots
@@ -138,13 +142,13 @@ with recursive wanted as (
     -- each candidate with what its caps allow: the cap and what is held of it (null: no cap)
     select row_number() over (order by u.arm, u.priority desc, u.run_at, u.id) as n,
            u.id, u.queue, u.flow_key, wanted.slots,
-           coalesce(qc.cap, %(queue_cap_default)s::int) as queue_cap, coalesce(hq.n, 0) as queue_held,
+           coalesce(qc.cap, %(queue_cap_default)s::bigint) as queue_cap, coalesce(hq.n, 0) as queue_held,
            nc.cap as name_cap, coalesce(hn.n, 0) as name_held,
            case when u.flow_key is not null then kc.cap end as key_cap, coalesce(hk.n, 0) as key_held,
            coalesce(kc.fail, false) as key_fail,
-           case when u.tenant is not null then %(tenant_cap)s::int end as tenant_cap,
+           case when u.tenant is not null then %(tenant_cap)s::bigint end as tenant_cap,
            coalesce(ht.n, 0) as tenant_held,
-           case when u.tenant is not null then %(rate_n)s::int end as rate_cap, coalesce(st.n, 0) as rate_held,
+           case when u.tenant is not null then %(rate_n)s::bigint end as rate_cap, coalesce(st.n, 0) as rate_held,
            'q:' || u.queue as kq, 'n:' || u.name as kn,
            coalesce('k:' || u.name || chr(31) || u.flow_key, '-k') as kk, coalesce('t:' || u.tenant, '-t') as kt
     from (
@@ -178,15 +182,15 @@ with recursive wanted as (
     join candidates as c on c.n = w.n + 1
     cross join lateral (
         select case
-            when c.key_fail and c.key_cap is not null and c.key_held >= c.key_cap then 'refused'
+            when c.key_fail and c.key_cap > 0 and c.key_held >= c.key_cap then 'refused'  -- 0: a hard stop
             when coalesce((w.took ->> c.kq)::int, 0) < c.slots
              and (c.queue_cap is null or c.queue_held + coalesce((w.took ->> c.kq)::int, 0) < c.queue_cap)
              and (c.name_cap is null or c.name_held + coalesce((w.took ->> c.kn)::int, 0) < c.name_cap)
              and (c.key_cap is null or c.key_held + coalesce((w.took ->> c.kk)::int, 0) < c.key_cap)
              and (c.tenant_cap is null or c.tenant_held + coalesce((w.took ->> c.kt)::int, 0) < c.tenant_cap)
              and (c.rate_cap is null or c.rate_held + coalesce((w.took ->> c.kt)::int, 0) < c.rate_cap)
-             and (%(total_cap)s::int is null
-                  or (select count(*) from held) + coalesce((w.took ->> 'all')::int, 0) < %(total_cap)s::int)
+             and (%(total_cap)s::bigint is null
+                  or (select count(*) from held) + coalesce((w.took ->> 'all')::int, 0) < %(total_cap)s::bigint)
             then 'taken'
             else 'held'
         end as verdict
@@ -241,7 +245,7 @@ with recursive wanted as (
 ), stamped as (
     insert into {schema}.flow_starts (tenant, started_at, job_id)
     select claimed.tenant, now(), claimed.id from claimed
-    where %(rate_n)s::int is not null and claimed.tenant is not null
+    where %(rate_n)s::bigint is not null and claimed.tenant is not null
 ), counted as (
     insert into {schema}.counters as c (tier, bucket, queue, name, failed, dead, lapsed)
     select 'minute', date_trunc('minute', now()), e.queue, e.name,
@@ -276,7 +280,7 @@ with recursive wanted as (
         select min(held.lease_expires_at) from held where held.lease_expires_at > now()  -- a slot may free
         union all
         select min(s.oldest) + %(rate_per)s::float8 * interval '1 second'
-        from starts as s where s.n >= %(rate_n)s::int
+        from starts as s where s.n >= %(rate_n)s::bigint
     ) as n
 )
 select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
