@@ -19,6 +19,7 @@ from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
+from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
 from workhorse.tasks import TaskDecorator, TaskHandle
 
@@ -50,6 +51,7 @@ class App:
         schema: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         limits: Limits | None = None,
+        retention: Retention | None = DEFAULT_RETENTION,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise ConfigurationError(
@@ -57,6 +59,12 @@ class App:
                 fix="App(limits=Limits(per_tenant=5, total=100))",
             )
         self.limits = limits
+        if retention is not None and not isinstance(retention, Retention):
+            raise ConfigurationError(
+                cause=f"retention expected a workhorse.Retention or None (keep everything), got {retention!r}",
+                fix="App(retention=Retention(done='1d', failed='7d'))",
+            )
+        self.retention = retention  # the scheduler leader purges by it (workhorse.retention)
         self._given: PostgresDriver | None = None  # the caller's driver for the app role; theirs to close
         if isinstance(driver, PostgresDriver):
             if database_url is not None and database_url != driver.url:

@@ -16,6 +16,7 @@ a module of its own (``postgres_<role>.py``, ``memory_<role>.py``):
     EventsRole     publish_event (and its sync twin), purge_expired_events
     LeadershipRole leader_round, release_leader, open_handover, read_schedule: the scheduler's
                    lease row and its rounds (``drivers/leadership.py``, with the records they speak)
+    RetentionRole  purge: finished jobs by state with their steps, expired events, gone workers, ...
 
 The optional wake-up role is ``drivers/wakeups.py`` (``WakeupSource``). The records live in
 ``drivers/records.py``; every one is importable from here too.
@@ -36,6 +37,7 @@ from workhorse.drivers.records import (
     KEY_SEPARATOR,
     LIVE_STATES,
     MAX_BULK,
+    PURGE_TARGETS,
     Beat,
     BulkFilter,
     BulkResult,
@@ -56,6 +58,8 @@ from workhorse.drivers.records import (
     Outcome,
     Page,
     PublishedEvent,
+    Purged,
+    PurgePolicy,
     QueuePause,
     Settlement,
     Snapshot,
@@ -240,7 +244,18 @@ class EventsRole(Protocol):
 
 
 @runtime_checkable
-class Driver(SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, LeadershipRole, Protocol):
+class RetentionRole(Protocol):
+    """The retention role: delete what only grows, in small batches that never wait on each other."""
+
+    async def purge(self, policy: PurgePolicy, *, dry_run: bool = False) -> Purged:
+        """Remove every row ``policy`` names, batch by batch (``dry_run``: count them, remove
+        nothing). Safe from any number of processes at once: each row is removed once."""
+
+
+@runtime_checkable
+class Driver(
+    SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, LeadershipRole, RetentionRole, Protocol
+):
     """What workhorse needs from storage: every role above. Every method is safe to call concurrently."""
 
     kind: str
@@ -254,6 +269,7 @@ __all__ = [
     "KEY_SEPARATOR",
     "LIVE_STATES",
     "MAX_BULK",
+    "PURGE_TARGETS",
     "Beat",
     "BulkFilter",
     "BulkResult",
@@ -279,7 +295,10 @@ __all__ = [
     "Outcome",
     "Page",
     "PublishedEvent",
+    "PurgePolicy",
+    "Purged",
     "QueuePause",
+    "RetentionRole",
     "SchemaRole",
     "Settlement",
     "Snapshot",

@@ -24,6 +24,7 @@ module over the shared internals of ``memory_core``; none imports this module ba
     memory_operate   MemoryOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
     memory_steps     MemorySteps: durable steps and stored events
     memory_leadership  MemoryLeadership: the scheduler's round and release under the lock, task rows
+    memory_retention MemoryRetention: the purge under the lock
 
 Every name this module defined before that split is still importable from it.
 """
@@ -54,11 +55,14 @@ from workhorse.drivers.memory_core import (
 from workhorse.drivers.memory_enqueue import MemoryEnqueue
 from workhorse.drivers.memory_leadership import MemoryLeadership
 from workhorse.drivers.memory_operate import _SNAPSHOT_STATES, MemoryOperate
+from workhorse.drivers.memory_retention import MemoryRetention
 from workhorse.drivers.memory_steps import PURGE_BATCH, MemorySteps
 from workhorse.drivers.memory_work import _FINISHING, _OUTCOMES, MemoryWork
 
 
-class MemoryDriver(MemoryEnqueue, MemoryWork, MemoryOperate, MemorySteps, MemoryLeadership, MemoryCore):
+class MemoryDriver(
+    MemoryEnqueue, MemoryWork, MemoryOperate, MemorySteps, MemoryLeadership, MemoryRetention, MemoryCore
+):
     """The ``Driver`` in one process. ``clock`` is its database clock (default: UTC wall time)."""
 
     kind: str = "memory"

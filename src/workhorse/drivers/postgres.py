@@ -15,6 +15,7 @@ module over the shared internals of ``postgres_core``; none imports this module 
     postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
     postgres_steps     PostgresSteps: durable steps and stored events
     postgres_leadership  PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
+    postgres_retention PostgresRetention: the purge, one small batch per statement
 
 Every name this module defined before that split is still importable from it.
 """
@@ -56,11 +57,14 @@ from workhorse.drivers.postgres_enqueue import (
 )
 from workhorse.drivers.postgres_leadership import PostgresLeadership
 from workhorse.drivers.postgres_operate import BULK_TRIES, SHOWN_LIMIT, PostgresOperate, _id_range, _job, _shown
+from workhorse.drivers.postgres_retention import PostgresRetention
 from workhorse.drivers.postgres_steps import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
 from workhorse.drivers.postgres_work import _ARRAY_ESCAPES, PostgresWork, pg_array
 
 
-class PostgresDriver(PostgresEnqueue, PostgresWork, PostgresOperate, PostgresSteps, PostgresLeadership, PostgresCore):
+class PostgresDriver(
+    PostgresEnqueue, PostgresWork, PostgresOperate, PostgresSteps, PostgresLeadership, PostgresRetention, PostgresCore
+):
     """The default driver. ``role`` names the pool's connections (``workhorse:<role>``)."""
 
     kind = "postgres"

@@ -548,3 +548,23 @@ class Snapshot:
     counters: list[CounterSum]
     paused: list[QueuePause]
     workers: int
+
+
+PURGE_TARGETS: tuple[str, ...] = ("done", "cancelled", "failed", "dead", "events", "workers", "flow_starts", "counters")
+
+
+@dataclass(frozen=True)
+class PurgePolicy:
+    """What a purge removes (``workhorse.retention`` builds it): per target, the age in seconds
+    past which its rows go; a target not named is kept. ``batch``: rows per statement."""
+
+    ages: dict[str, float]
+    batch: int = 500
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What a purge removed (or, dry, would remove), per target; ``steps`` went with their jobs."""
+
+    removed: dict[str, int]
+    steps: int = 0

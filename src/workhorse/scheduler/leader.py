@@ -39,10 +39,12 @@ from workhorse._service import Service, stop_signals
 from workhorse.drivers.leadership import Handover, RoundRequest
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.retention import Retention
 from workhorse.scheduler.cron import CronDuty
 from workhorse.scheduler.duty import Duty
 from workhorse.scheduler.election import Election
 from workhorse.scheduler.folds import CounterFolds, fold_hourly
+from workhorse.scheduler.purge import Purger, RetentionPurge, purge_every
 from workhorse.scheduler.stats import SchedulerStats
 from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, open_store
 from workhorse.tasks import TaskHandle
@@ -57,6 +59,16 @@ class SchedulerApp(StoreSource, Protocol):
     @property
     def tasks(self) -> Mapping[str, TaskHandle[Any]]:
         """Every declared task, by name."""
+        ...
+
+    @property
+    def retention(self) -> Retention | None:
+        """The app's retention policy (the leader purges by it)."""
+        ...
+
+    @property
+    def admin(self) -> Purger:
+        """The operator API, whose purge the leader runs."""
         ...
 
 
@@ -111,7 +123,8 @@ class Scheduler:
         self._waiter = waiter
         self._election = Election(self.id, self.stats)
         self._cron = CronDuty(self.id, app.tasks, self.stats)
-        self._duties: list[Duty] = [CounterFolds(self.id)]
+        self._purge = RetentionPurge(self.id, app.retention, app.admin)
+        self._duties: list[Duty] = [CounterFolds(self.id), self._purge]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()
         self._service = Service("scheduler", code="SCHEDULER_RUNNING", fix="create a second Scheduler(app) instead")
@@ -137,7 +150,10 @@ class Scheduler:
         with self._service.running(), stop_signals(self._on_signal, enabled=self.handle_signals):
             if not self.tasks:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
-                await fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping)
+                await asyncio.gather(
+                    fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping),
+                    purge_every(self.id, self.app.retention, self.app.admin, self._service.stopping),
+                )
                 return self.stats
             store = self._store if self._store is not None else open_store(self.app)
             try:
@@ -152,6 +168,7 @@ class Scheduler:
                 )
                 await self._loop(store)
             finally:
+                await self._purge.close()
                 await self._step_down(store)
                 await self._stop_listening()
                 if self._store is None:

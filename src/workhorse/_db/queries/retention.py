@@ -1,0 +1,133 @@
+"""The retention purge (``workhorse.retention``): one target per statement, one small batch per
+statement, each batch its own transaction.
+
+Every batch picks its rows with ``FOR UPDATE SKIP LOCKED`` and deletes exactly those, so two
+purges running at once (two leaders across a hand-over, a person's ``workhorse purge`` beside
+the leader's) never wait on each other and never delete a row twice, and a row another statement
+holds right now (an operator's requeue of a finished job) is left for the next batch. A finished
+job goes with its steps (the foreign key cascades); each batch answers how many steps went too.
+
+A finished job's age runs from ``finished_at``. Live jobs (ready, delayed, running, suspended) are
+never candidates: the statements name the finished states literally, which is also what lets
+PostgreSQL prove ``jobs_finished_idx``'s predicate and walk it, oldest finish first.
+
+``COUNT_*``: the same rows, counted, for a dry run (no lock, nothing written).
+"""
+
+# A batch of finished jobs of one state, older than `age` seconds.
+PURGE_JOBS = """
+with doomed as (
+    select j.id
+    from {schema}.jobs as j
+    where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
+      and j.finished_at < now() - %(age)s::float8 * interval '1 second'
+    order by j.finished_at
+    limit %(batch)s
+    for update skip locked
+), steps as (
+    select count(*) as n from {schema}.steps as s where s.job_id = any(array(select doomed.id from doomed))
+), gone as (
+    delete from {schema}.jobs as j
+    using doomed
+    where j.id = doomed.id
+    returning j.id
+)
+select (select count(*) from gone) as removed, (select steps.n from steps) as steps
+"""
+
+COUNT_JOBS = """
+select count(*) as removed,
+       (select count(*) from {schema}.steps as s
+        join {schema}.jobs as j on j.id = s.job_id
+        where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
+          and j.finished_at < now() - %(age)s::float8 * interval '1 second') as steps
+from {schema}.jobs as j
+where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
+  and j.finished_at < now() - %(age)s::float8 * interval '1 second'
+"""
+
+# Events past their expiry by `age` seconds (0: as soon as they expire).
+PURGE_EVENTS = """
+with doomed as (
+    select e.id from {schema}.events as e
+    where e.expires_at <= now() - %(age)s::float8 * interval '1 second'
+    order by e.expires_at
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.events as e using doomed where e.id = doomed.id returning e.id
+)
+select count(*) as removed, 0 as steps from gone
+"""
+
+COUNT_EVENTS = """
+select count(*) as removed, 0 as steps from {schema}.events as e
+where e.expires_at <= now() - %(age)s::float8 * interval '1 second'
+"""
+
+# Registry rows of workers gone (expired) for longer than `age` seconds. A live worker's row is
+# never one: its heartbeat keeps expires_at ahead of now().
+PURGE_WORKERS = """
+with doomed as (
+    select w.id from {schema}.workers as w
+    where w.expires_at < now() - %(age)s::float8 * interval '1 second'
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.workers as w using doomed where w.id = doomed.id returning w.id
+)
+select count(*) as removed, 0 as steps from gone
+"""
+
+COUNT_WORKERS = """
+select count(*) as removed, 0 as steps from {schema}.workers as w
+where w.expires_at < now() - %(age)s::float8 * interval '1 second'
+"""
+
+# Rate stamps older than `age` seconds (a claim under a rate prunes its own window; these are the
+# stamps of a rate no longer declared, or of tenants that stopped starting).
+PURGE_FLOW_STARTS = """
+with doomed as (
+    select s.ctid from {schema}.flow_starts as s
+    where s.started_at < now() - %(age)s::float8 * interval '1 second'
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.flow_starts as s using doomed where s.ctid = doomed.ctid returning 1
+)
+select count(*) as removed, 0 as steps from gone
+"""
+
+COUNT_FLOW_STARTS = """
+select count(*) as removed, 0 as steps from {schema}.flow_starts as s
+where s.started_at < now() - %(age)s::float8 * interval '1 second'
+"""
+
+# Day counters older than `age` seconds (minutes and hours are folded into days, never deleted).
+PURGE_COUNTERS = """
+with doomed as (
+    select c.tier, c.bucket, c.queue, c.name from {schema}.counters as c
+    where c.tier = 'day' and c.bucket < now() - %(age)s::float8 * interval '1 second'
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.counters as c using doomed
+    where (c.tier, c.bucket, c.queue, c.name) = (doomed.tier, doomed.bucket, doomed.queue, doomed.name)
+    returning 1
+)
+select count(*) as removed, 0 as steps from gone
+"""
+
+COUNT_COUNTERS = """
+select count(*) as removed, 0 as steps from {schema}.counters as c
+where c.tier = 'day' and c.bucket < now() - %(age)s::float8 * interval '1 second'
+"""
+
+# target -> (purge batch, dry-run count); the job states share PURGE_JOBS with their state.
+JOB_TARGETS = ("done", "cancelled", "failed", "dead")
+STATEMENTS = {
+    "events": (PURGE_EVENTS, COUNT_EVENTS),
+    "workers": (PURGE_WORKERS, COUNT_WORKERS),
+    "flow_starts": (PURGE_FLOW_STARTS, COUNT_FLOW_STARTS),
+    "counters": (PURGE_COUNTERS, COUNT_COUNTERS),
+}

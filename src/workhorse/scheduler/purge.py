@@ -1,0 +1,81 @@
+"""The retention duty: the fleet's leader purges what the app's retention policy says has aged
+out (``workhorse.retention``), at most once per ``Retention.every`` of the database clock.
+
+The purge runs beside the rounds, never inside one: a purge of millions of rows takes minutes,
+and a round held up that long would let the lease lapse. A purge still running when the next one
+is due is left to finish; one that fails is logged and tried at the next due time (it removes
+each row once, whoever runs it, so a retry or a second purger is harmless). A process whose app
+declares no task stands for no election, and purges on its own clock instead (``purge_every``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from datetime import datetime
+from typing import Protocol
+
+from workhorse.errors import WorkhorseError
+from workhorse.retention import PurgeReport, Retention
+from workhorse.scheduler.store import RoundStore
+
+log = logging.getLogger("workhorse.scheduler")
+
+
+class Purger(Protocol):
+    """What the duty needs of ``app.admin``."""
+
+    async def purge(self, *, dry_run: bool = False) -> PurgeReport: ...
+
+
+class RetentionPurge:
+    """A ``Duty``: start a purge when one is due on the database clock and none is running."""
+
+    def __init__(self, scheduler_id: str, retention: Retention | None, purger: Purger) -> None:
+        self.scheduler_id = scheduler_id
+        self.retention = retention
+        self.purger = purger
+        self._last: datetime | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def after_round(self, store: RoundStore, db_now: datetime) -> None:
+        if self.retention is None or (self._task is not None and not self._task.done()):
+            return
+        if self._last is not None and (db_now - self._last).total_seconds() < self.retention.every:
+            return
+        self._last = db_now
+        self._task = asyncio.create_task(purge_once(self.scheduler_id, self.purger), name="retention-purge")
+
+    async def close(self) -> None:
+        """Stop a purge in flight (each batch is its own transaction: nothing is left half done)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def purge_once(scheduler_id: str, purger: Purger) -> None:
+    try:
+        report = await purger.purge()
+    except WorkhorseError as error:
+        log.warning(
+            "scheduler %s: the retention purge failed (%s); it runs again when next due", scheduler_id, error.cause
+        )
+        return
+    if report.total:
+        removed = ", ".join(f"{target} {n}" for target, n in sorted(report.removed.items()) if n)
+        log.info("scheduler %s: purged %s (and %d steps)", scheduler_id, removed, report.steps)
+
+
+async def purge_every(scheduler_id: str, retention: Retention | None, purger: Purger, stopping: asyncio.Event) -> None:
+    """With no task there is no election: every idle role purges once per ``every`` (jittered,
+    so a fleet's idle roles spread out), until ``stopping`` is set."""
+    if retention is None:
+        return
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=retention.every * random.uniform(0.9, 1.1))
+            return
+        await purge_once(scheduler_id, purger)
