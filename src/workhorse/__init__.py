@@ -30,6 +30,7 @@ from workhorse.errors import (
 )
 from workhorse.flow import Concurrency, Limits, Rate
 from workhorse.jobs import JobHandle, Outcome
+from workhorse.retention import PurgeReport, Retention
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
 from workhorse.worker import Worker, WorkerStats
@@ -55,7 +56,9 @@ __all__ = [
     "PayloadError",
     "PostgresDriver",
     "PublishedEvent",
+    "PurgeReport",
     "Rate",
+    "Retention",
     "Retry",
     "RetryAfter",
     "SchemaError",
