@@ -233,12 +233,19 @@ def test_worker_without_app_is_refused(database_url: str, schema: str) -> None:
     assert human.stderr.startswith("error APP_REQUIRED: ")
 
 
+def test_a_module_alone_names_its_app(cliapp: ModuleType) -> None:
+    """`--app cliapp` is `--app cliapp:app` (issue 16)."""
+    cliapp.add.enqueue_sync({"a": 1, "b": 2})
+    result = CliRunner().invoke(cli, ["--app", "cliapp", "worker", "--burst", "--json"])
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize(
     ("spec", "code"),
     [
         ("no_such_module_here:app", "APP_NOT_FOUND"),
         ("cliapp:nope", "APP_NOT_FOUND"),
-        ("cliapp", "APP_INVALID"),
+        ("cliapp:", "APP_INVALID"),
         ("cliapp:add", "APP_INVALID"),
     ],
 )

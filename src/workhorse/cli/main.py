@@ -96,12 +96,16 @@ class State:
 
 
 def load_app(spec: str) -> App:
-    """Import ``module:attribute`` (the current directory first on the path) and check it is an App."""
+    """Import ``module:attribute`` (the current directory first on the path) and check it is an App.
+    ``module`` alone means ``module:app``."""
     module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute or ":" in attribute:
+    if not sep:
+        attribute = "app"
+    if not module_name or not attribute or ":" in attribute:
         raise ConfigurationError(
             code="APP_INVALID",
-            cause=f"--app expected MODULE:ATTRIBUTE (a module path, a colon, the App's name), got {spec!r}",
+            cause=f"--app expected MODULE:ATTRIBUTE or MODULE (a module path, then a colon and the App's name, "
+            f"app by default), got {spec!r}",
             fix="workhorse --app myproject.jobs:app worker",
         )
     cwd = str(Path.cwd())
