@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -388,3 +389,21 @@ def test_scheduler_without_tasks_is_refused(database_url: str, schema: str, clia
     )
     assert result.exit_code == 2, result.output
     assert "SCHEDULER_NO_TASKS" in result.output
+
+
+def test_the_root_options_are_taken_after_the_command_too(database_url: str, schema: str, cliapp: ModuleType) -> None:
+    """`workhorse ls --database-url URL --schema S` is `workhorse --database-url URL --schema S ls`
+    (issue 16), in both spellings of an option; what follows `--` stays where it is."""
+    from workhorse.cli.main import hoisted
+
+    ref = cliapp.add.enqueue_sync({"a": 1, "b": 2})
+    for args in (
+        ["ls", "--json", "--database-url", database_url, "--schema", schema],
+        ["ls", f"--database-url={database_url}", "--json", f"--schema={schema}"],
+        ["--database-url", database_url, "ls", "--schema", schema, "--json"],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, (args, result.output)
+        assert [job["id"] for job in json.loads(result.stdout)["jobs"]] == [ref.id]
+    assert hoisted(["show", "x", "--", "--app", "y"]) == ["show", "x", "--", "--app", "y"]
+    assert hoisted(["--app", "m", "worker", "--burst"]) == ["--app", "m", "worker", "--burst"]

@@ -212,11 +212,44 @@ def json_option(fn: F) -> F:
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
+ROOT_OPTIONS = ("--database-url", "--app", "--schema")  # accepted after the command too
+
+
+def hoisted(args: list[str]) -> list[str]:
+    """``args`` with the root's options (``ROOT_OPTIONS``, each with its value) that follow the
+    command moved before it: ``workhorse ls --app m:app`` is ``workhorse --app m:app ls``. Nothing
+    after a ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    command_seen = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        name = arg.split("=", 1)[0]
+        if name in ROOT_OPTIONS:
+            width = 1 if "=" in arg or i + 1 == len(args) else 2
+            front += args[i : i + width]
+            i += width
+            continue
+        if not command_seen and not arg.startswith("-"):
+            command_seen = True
+        (rest if command_seen else front).append(arg)
+        i += 1
+    return front + rest
+
+
 class RootGroup(click.Group):
-    """Lists commands in the order they were added, and turns refusals into exit codes."""
+    """Lists commands in the order they were added, takes the root's options after the command
+    too, and turns refusals into exit codes."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoisted(list(args)))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
