@@ -46,8 +46,10 @@ from workhorse.drivers.base import (
 )
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
 from workhorse.jobs import JobHandle
+from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.scheduler.report import TasksReport, tasks_report
 from workhorse.tasks import TaskHandle
 
@@ -65,6 +67,9 @@ class AdminSource(DriverSource, Protocol):
     def jobs(self) -> Mapping[str, JobHandle[Any]]: ...
 
     def flow_rules(self) -> FlowRules | None: ...
+
+    @property
+    def retention(self) -> Retention | None: ...
 
 
 MAX_PAGE = 200
@@ -371,6 +376,17 @@ class Admin:
         usage = await self._driver.flow_usage(rules, {})
         return why_held(rules, usage, job)
 
+    async def purge(self, *, dry_run: bool = False) -> PurgeReport:
+        """Remove now what the app's retention policy says has aged out (``dry_run``: count it,
+        remove nothing): finished jobs by state with their steps, expired events, gone workers'
+        rows, old rate stamps and day counters. Small batches, each its own transaction; safe
+        beside a running leader's purge. ``App(retention=None)``: nothing is removed."""
+        policy = purge_policy(self._app.retention, self._app.flow_rules())
+        if policy is None:
+            return PurgeReport({}, 0, dry_run)
+        purged = await self._driver.purge(policy, dry_run=dry_run)
+        return PurgeReport(purged.removed, purged.steps, dry_run)
+
     async def rollup(self) -> int:
         """Fold old minute counters into hours and hours into days (the scheduler leader does this)."""
         return await self._driver.rollup_counters()
@@ -383,6 +399,17 @@ class Admin:
         too, and each registered one says whether the app declares it (``workhorse tasks``)."""
         state = await self._driver.read_schedule()
         return tasks_report(state, self._app.tasks if declared else None)
+
+    # -- exporting -------------------------------------------------------------------------------
+
+    def export(self, *, tenant: str, state: str | None = None, page_size: int = DEFAULT_EXPORT_PAGE) -> ExportPages:
+        """One tenant's jobs (in ``state``, when given) as an async iterator of pages, newest first:
+        ``async for page in app.admin.export(tenant="acme")``. The arguments are checked at the
+        call; only rows whose tenant equals ``tenant`` are ever read (see ``workhorse.export``)."""
+        check_export(tenant, page_size)
+        if state is not None:
+            _check_state(state, ALL_STATES, state_fix(tenant))
+        return export_pages(self._app, tenant=tenant, state=state, page_size=page_size)
 
 
 def _position(cursor: str | None, which: str) -> str | None:

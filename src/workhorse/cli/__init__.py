@@ -2,11 +2,12 @@
 
 One module per concept: ``main`` (root options, app loading, refusals), ``run`` (migrate,
 worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
-operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats), ``metrics`` (the
-Prometheus exposition, once or served), ``db`` (the embedded server), ``demo``.
+operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats),
+``retention`` (purge), ``metrics`` (the Prometheus exposition, once or served), ``db`` (the
+embedded server), ``demo``.
 """
 
-from workhorse.cli import db, demo, fleet, jobs, metrics, queues, run, tasks, verbs
+from workhorse.cli import db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -18,6 +19,8 @@ for _command in (
     *jobs.COMMANDS,
     *verbs.COMMANDS,
     *queues.COMMANDS,
+    *retention.COMMANDS,
+    *export.COMMANDS,
     metrics.metrics,
     db.db,
     demo.demo,
