@@ -34,6 +34,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -97,8 +98,24 @@ def find_binaries() -> Path:
 
 
 def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike[str] | None = None) -> str:
-    """The explicit URL, else ``$WORKHORSE_DATABASE_URL``, else the embedded server (started if needed)."""
-    return explicit or os.environ.get(ENV_URL) or ensure_started(home)
+    """The explicit URL, else ``$WORKHORSE_DATABASE_URL``, else the embedded server (started if
+    needed). The first time a process falls back to the embedded server it says so on stderr, once:
+    a shell without the variable must never write to another database unknowingly."""
+    url = explicit or os.environ.get(ENV_URL)
+    if url:
+        return url
+    url = ensure_started(home)
+    where = home_dir(home)
+    if where not in _announced:
+        _announced.add(where)
+        print(
+            f"workhorse: using the embedded PostgreSQL under {where} ({url}); set {ENV_URL} to use another database",
+            file=sys.stderr,
+        )
+    return url
+
+
+_announced: set[Path] = set()  # the homes this process has said it uses
 
 
 def ensure_started(home: str | os.PathLike[str] | None = None) -> str:

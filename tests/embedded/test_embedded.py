@@ -214,16 +214,24 @@ def test_find_binaries_uses_pgserver_first() -> None:
     assert embedded.find_binaries().parts[-3:] == ("pgserver", "pginstall", "bin")
 
 
-def test_resolve_database_url_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_database_url_order(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("WORKHORSE_DATABASE_URL", "postgresql://env@example/db")
     assert embedded.resolve_database_url("postgresql://arg@example/db", home=home) == "postgresql://arg@example/db"
     assert embedded.resolve_database_url(home=home) == "postgresql://env@example/db"
     assert not home.exists()
+    assert capsys.readouterr().err == ""  # a named database is used without a word
 
     monkeypatch.delenv("WORKHORSE_DATABASE_URL")
     url = embedded.resolve_database_url(home=home)
     assert url == embedded.ensure_started(home)
     assert select_one(url) == 1
+    assert embedded.resolve_database_url(home=home) == url
+    notice = capsys.readouterr().err
+    # the fallback says so once a process, naming where and how to choose another (issue 16)
+    assert notice.count("workhorse: using the embedded PostgreSQL") == 1, notice
+    assert str(home) in notice and "WORKHORSE_DATABASE_URL" in notice
 
 
 def test_home_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
