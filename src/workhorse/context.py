@@ -90,7 +90,7 @@ class JobContext:
     attempt: int
     max_attempts: int
     worker_id: str
-    logger: logging.Logger = field(repr=False)
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(repr=False)  # carries extra()
     _cancelled: bool = field(default=False, repr=False)
     _wakeup: threading.Event | None = field(default=None, repr=False)  # made only if a body waits on it
     _reason: str | None = field(default=None, repr=False)

@@ -85,7 +85,7 @@ class StepContext(Protocol):
     its cancellation, and the flag that tells the heartbeat a suspending statement is in flight."""
 
     name: str
-    logger: logging.Logger
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     _releasing: bool
 
     @property

@@ -407,3 +407,25 @@ def test_the_root_options_are_taken_after_the_command_too(database_url: str, sch
         assert [job["id"] for job in json.loads(result.stdout)["jobs"]] == [ref.id]
     assert hoisted(["show", "x", "--", "--app", "y"]) == ["show", "x", "--", "--app", "y"]
     assert hoisted(["--app", "m", "worker", "--burst"]) == ["--app", "m", "worker", "--burst"]
+
+
+def test_worker_logs_one_json_line_per_outcome(cliapp: ModuleType) -> None:
+    """`worker --log-format json`: every stderr line is a JSON object; each job's outcome is one,
+    with its fields as keys. `--log-level warning` drops them (issue 16). A subprocess: in-process,
+    pytest's own log handlers would stand for an app's logging configuration."""
+    ids = {cliapp.add.enqueue_sync({"a": 1, "b": i}).id for i in range(3)}
+    command = [sys.executable, "-m", "workhorse", "--app", "cliapp:app", "worker", "--burst"]
+    done = subprocess.run(
+        [*command, "--log-format", "json"], check=False, cwd=HERE, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    outcomes = [line for line in lines if line.get("outcome") == "done"]
+    assert {line["job_id"] for line in outcomes} == ids
+    assert all(line["job"] == "cli.add" and line["level"] == "INFO" and "duration_ms" in line for line in outcomes)
+    cliapp.add.enqueue_sync({"a": 1, "b": 9})
+    quiet = subprocess.run(
+        [*command, "--log-level", "warning"], check=False, cwd=HERE, capture_output=True, text=True, timeout=60
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert "completed" not in quiet.stderr

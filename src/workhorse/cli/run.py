@@ -22,11 +22,10 @@ from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_role
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
+from workhorse.logs import LOG_FORMATS, LogFormat, formatter
 from workhorse.scheduler import Scheduler
 from workhorse.worker import Worker, WorkerStats
 
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
-LOG_DATE_FORMAT = "%H:%M:%S"
 STUCK_THREAD_GRACE = 1.0  # seconds a job thread gets to return after the drain before we stop waiting
 _NUMBER = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
 _QUEUE_COUNT = re.compile(r"^\s*([^=,\s]+)\s*=\s*(\d+)\s*$")
@@ -98,6 +97,21 @@ def migrate(state: State, print_sql: bool, as_json: bool) -> None:
     help="Do not take part in running cron tasks. By default the worker also runs the scheduler role "
     "(one leader across the fleet fires the app's @app.task schedules); --burst never does.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="The least severe log records written to stderr: info has one line per job outcome, debug adds starts.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="text for people; json for a log shipper: one object a line, with job_id, job, queue, attempt, "
+    "outcome, duration_ms, error_type, error_message as keys of their own.",
+)
 @json_option
 @pass_state
 def worker(
@@ -109,6 +123,8 @@ def worker(
     drain_timeout: str,
     burst: bool,
     no_scheduler: bool,
+    log_level: str,
+    log_format: LogFormat,
     as_json: bool,
 ) -> None:
     """Run the app's jobs until SIGTERM or SIGINT, then drain.
@@ -136,7 +152,7 @@ def worker(
         visibility_timeout=_duration(visibility_timeout),
         **options,
     )
-    with _logging_to_stderr():
+    with _logging_to_stderr(getattr(logging, log_level.upper()), log_format):
         logging.getLogger("workhorse.cli").info(
             "workhorse worker %s: app %s, database %s, schema %s%s",
             runner.id,
@@ -211,22 +227,23 @@ async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerSta
 
 
 @contextlib.contextmanager
-def _logging_to_stderr() -> Iterator[None]:
-    """INFO logs to stderr while the worker runs, unless the app module configured logging itself."""
+def _logging_to_stderr(level: int, fmt: LogFormat) -> Iterator[None]:
+    """Logs at ``level`` and above to stderr in ``fmt`` while the worker runs, unless the app
+    module configured logging itself."""
     root = logging.getLogger()
     if root.handlers:
         yield
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
-    level = root.level
+    handler.setFormatter(formatter(fmt))
+    previous = root.level
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(level)
     try:
         yield
     finally:
         root.removeHandler(handler)
-        root.setLevel(level)
+        root.setLevel(previous)
 
 
 def _exit_if_threads_stuck(runner: Worker) -> None:

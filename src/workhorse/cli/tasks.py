@@ -53,7 +53,7 @@ def scheduler(state: State, *, lease: str, interval: str, as_json: bool) -> None
             fix="declare one with @app.task(cron='*/5 * * * *', tenant='none'), or point --app at the app that does",
         )
     runner = Scheduler(app, lease=_duration(lease), interval=_duration(interval))
-    with _logging_to_stderr():
+    with _logging_to_stderr(logging.INFO, "text"):
         logging.getLogger("workhorse.cli").info(
             "workhorse scheduler %s: app %s, database %s, schema %s",
             runner.id,

@@ -12,6 +12,7 @@ write that finds the claim gone (``LeaseLostError``) ends the attempt with nothi
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
 from workhorse.retry import Decision, decide
 from workhorse.steps import StepSuspension
+
+log = logging.getLogger("workhorse.worker")
 
 
 @dataclass(slots=True)
@@ -50,6 +53,7 @@ class Run:
     task: asyncio.Task[Any] | None = None
     thread_done: asyncio.Future[Any] | None = None
     started: float = 0.0
+    ended: float = 0.0  # time.monotonic() when the body's verdict came back (0: it never ran)
     reasons: list[str] = field(default_factory=list)
 
     def cancel(self, reason: str) -> None:
@@ -85,6 +89,12 @@ async def execute(
             on_thread_exit()  # no thread was started: its slot is free now
         ctx.mark_cancelled("finished")
         return _cancelled_verdict(run)  # a timeout cannot come first: its timer starts with the body
+    if log.isEnabledFor(logging.DEBUG):
+        c = run.claimed
+        log.debug(
+            "job %s %s started (queue %s, attempt %d)", c.id, c.name, c.queue, c.attempt,
+            extra={"job_id": c.id, "job": c.name, "queue": c.queue, "attempt": c.attempt, "worker_id": ctx.worker_id},
+        )  # fmt: skip
     try:
         value = await _call(run, pool, on_thread_exit, lease_open)
         if run.reasons:  # a cancel landed but the body swallowed it and returned

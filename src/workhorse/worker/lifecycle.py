@@ -50,6 +50,7 @@ from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.flow import Limits, rules_for
 from workhorse.jobs import JobHandle
+from workhorse.logs import JobLogger
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict
@@ -449,7 +450,7 @@ class Worker:
             attempt=claimed.attempt,
             max_attempts=claimed.max_attempts,
             worker_id=self.id,
-            logger=handle.logger,
+            logger=JobLogger(handle.logger, {"job_id": claimed.id, "job": claimed.name, "attempt": claimed.attempt}),
         )
         app = self.app
         held = Held(
@@ -468,7 +469,8 @@ class Worker:
     def _body_finished(self, control: Control, held: Held, verdict: Verdict) -> None:
         held.body_done = True
         if held.run.task is not None:  # the body ran (a run cancelled before its turn never started)
-            self._table.ran(time.monotonic() - held.run.started)
+            held.run.ended = time.monotonic()
+            self._table.ran(held.run.ended - held.run.started)
         self._release(control, held)
         if verdict.suspended or verdict.outcome is None:
             control.recheck = True  # its row may be due again, or due later: the next claim sweeps

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -26,6 +27,42 @@ log = logging.getLogger("workhorse.worker")
 
 ON_SETTLED_TRIES = 3
 SETTLE_LINGER = 0.002  # seconds a busy worker's settle waits for more outcomes to batch
+
+
+_OUTCOME_WORDS = {"done": "completed", "retry": "failed, retrying", "dead": "dead-lettered", "failed": "failed"}
+
+
+def log_outcome(worker_id: str, held: Held, verdict: Verdict) -> None:
+    """One line per settled attempt: INFO, or WARNING for a drain's hand-back."""
+    run, outcome = held.run, verdict.outcome
+    ended = run.ended or time.monotonic()
+    fields: dict[str, Any] = {
+        "job_id": run.claimed.id,
+        "job": run.claimed.name,
+        "queue": run.claimed.queue,
+        "attempt": run.claimed.attempt,
+        "outcome": outcome,
+        "duration_ms": round((ended - run.started) * 1000, 1),
+        "worker_id": worker_id,
+    }
+    tail = ""
+    if verdict.error is not None:
+        error = json.loads(verdict.error)
+        fields["error_type"], fields["error_message"] = error.get("type"), error.get("message")
+        tail = f": {fields['error_type']}: {fields['error_message']}"
+    if outcome == "retry":
+        tail += f" (next try in {verdict.delay:.3g}s)"
+    if outcome == "interrupted":
+        log.warning(
+            "job %s %s handed back unspent by the drain (queue %s, attempt %d)",
+            fields["job_id"], fields["job"], fields["queue"], fields["attempt"], extra=fields,
+        )  # fmt: skip
+        return
+    log.info(
+        "job %s %s %s (queue %s, attempt %d, %.1f ms)%s",
+        fields["job_id"], fields["job"], _OUTCOME_WORDS.get(str(outcome), str(outcome)), fields["queue"],
+        fields["attempt"], fields["duration_ms"], tail, extra=fields,
+    )  # fmt: skip
 
 
 class Settler:
@@ -107,6 +144,8 @@ class Settler:
                 self.control.recheck = True  # a retry or a handed-back run may be due (now or later) again
             count(self.stats, verdict, ok)
             if ok:
+                if log.isEnabledFor(logging.INFO):
+                    log_outcome(self.worker_id, held, verdict)
                 self.announce(held, verdict)
             else:
                 log.warning(

@@ -1,0 +1,79 @@
+"""How workhorse logs: the job fields its records carry, the job logger bodies get, and the two
+formats ``workhorse worker --log-format`` writes to stderr.
+
+A worker logs one line per attempt's outcome at INFO (``workhorse.worker``; its start at DEBUG),
+a hand-back by a drain and a lost lease at WARNING. Those records, and every record of a body's
+``ctx.logger``, carry ``JOB_FIELDS`` as attributes (``extra``): the ``json`` format writes them
+as keys of their own, so a log shipper reads a line without a parser of ours; the ``text`` format
+appends them to a body's own lines (the worker's lines name them in the message already).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import MutableMapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[str, ...] = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
+TEXT_DATE_FORMAT = "%H:%M:%S"
+# The keys a record may carry beyond the message, in the order the json format writes them.
+JOB_FIELDS = (
+    "job_id",
+    "job",
+    "queue",
+    "attempt",
+    "outcome",
+    "duration_ms",
+    "error_type",
+    "error_message",
+    "worker_id",
+)
+
+
+class JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """``ctx.logger``: the job's logger (``workhorse.job.<name>``), every record carrying the
+    job's id, name and attempt; a call's own ``extra`` is kept beside them."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL message``; a body's records (``workhorse.job.*``) end with the job they are of."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT, TEXT_DATE_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        if record.name.startswith("workhorse.job.") and hasattr(record, "job_id"):
+            line += f"  [job {record.job_id} attempt {getattr(record, 'attempt', '?')}]"
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, then
+    each of JOB_FIELDS the record carries, then ``exception`` (the traceback) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in JOB_FIELDS:
+            if hasattr(record, key):
+                out[key] = getattr(record, key)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def formatter(fmt: LogFormat) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else TextFormatter()
