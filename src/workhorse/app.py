@@ -98,9 +98,9 @@ class App:
             )
         self.jobs: dict[str, JobHandle[Any]] = {}
         self.tasks: dict[str, TaskHandle[Any]] = {}  # cron tasks by name; each is also in self.jobs
-        self._drivers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PostgresDriver] = (
-            weakref.WeakKeyDictionary()
-        )
+        # One driver per event loop (psycopg's async pools belong to one). A loop that ended
+        # (asyncio.run returned) strands its pool: the next loop's first call closes its connections.
+        self._drivers: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], PostgresDriver]] = {}
         self._sync_driver: PostgresDriver | None = None
         self._lock = threading.Lock()
         self._admin: Admin | None = None
@@ -134,11 +134,22 @@ class App:
             return self._given
         loop = asyncio.get_running_loop()
         with self._lock:
-            found = self._drivers.get(loop)
-            if found is None:
-                found = self.postgres_driver("app")
-                self._drivers[loop] = found
+            entry = self._drivers.get(id(loop))
+            if entry is not None and entry[0]() is loop:
+                return entry[1]
+            self._abandon_ended_loops()
+            found = self.postgres_driver("app")
+            self._drivers[id(loop)] = (weakref.ref(loop), found)
             return found
+
+    def _abandon_ended_loops(self) -> None:
+        """Close, now and synchronously, the connections of the drivers whose loop has ended (its
+        pool cannot be closed from another loop). Called under ``_lock``."""
+        for key, (ref, driver) in list(self._drivers.items()):
+            loop = ref()
+            if loop is None or loop.is_closed():
+                del self._drivers[key]
+                driver.abandon()
 
     def sync_driver(self) -> Driver:
         """The driver for synchronous callers (``enqueue_sync``, ``migrate_sync``)."""
@@ -158,7 +169,8 @@ class App:
             return
         loop = asyncio.get_running_loop()
         with self._lock:
-            found = self._drivers.pop(loop, None)
+            entry = self._drivers.pop(id(loop), None)
+            found = entry[1] if entry is not None and entry[0]() is loop else None
             sync_driver, self._sync_driver = self._sync_driver, None
         if found is not None:
             await found.close()

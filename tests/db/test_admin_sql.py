@@ -210,6 +210,7 @@ async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, databas
                     "errors": [None] * 20,
                     "delays": [0.0] * 20,
                     "progresses": [None] * 20,
+                    "release": False,
                     "channel": "unused",
                 },
                 generic=True,

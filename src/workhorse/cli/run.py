@@ -142,7 +142,7 @@ def worker(
     app = state.app(required=True)
     # The scheduler role runs beside the worker unless refused, in burst mode, or with no task to fire.
     # Then ONE pair of signal handlers (the CLI's) stops both; the worker installs none of its own.
-    with_scheduler = not no_scheduler and not burst and bool(app.tasks)
+    with_scheduler = not no_scheduler and not burst  # with no task it only folds counters and purges
     options: dict[str, Any] = {"drain_timeout": _duration(drain_timeout)}
     if with_scheduler:
         options["handle_signals"] = False

@@ -119,10 +119,6 @@ class MemoryWork(MemoryFlow):
     async def register_worker(self, info: WorkerInfo, ttl: float) -> None:
         with self._lock:
             now = self._now()
-            for stale in [
-                w for w in self._workers.values() if w.expires_at and w.expires_at < now - timedelta(hours=1)
-            ]:
-                del self._workers[stale.id]
             known = self._workers.get(info.id)
             self._workers[info.id] = replace(
                 info,

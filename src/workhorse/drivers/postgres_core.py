@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 from collections.abc import Iterator
 from typing import Any, LiteralString
 
@@ -169,6 +170,7 @@ class PostgresCore:
         self._sync_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self._statements: dict[str, LiteralString] = {}
         self._hot: list[psycopg.AsyncConnection[dict[str, Any]]] = []  # see HOT_CONNECTIONS
+        self._opened: weakref.WeakSet[psycopg.AsyncConnection[dict[str, Any]]] = weakref.WeakSet()  # for abandon()
         self._returns = 0
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
 
@@ -205,11 +207,30 @@ class PostgresCore:
                 name=f"workhorse:{self.role}",
                 timeout=10,
                 reconnect_timeout=300,  # keep trying with backoff; our loops report each failure
+                configure=self._opened_one,
             )
             self._pool = pool
             with translated():
                 await pool.open(wait=False)
         return self._pool
+
+    async def _opened_one(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
+        self._opened.add(conn)
+
+    def abandon(self) -> None:
+        """The event loop this driver's pool ran on has ended, so the pool cannot be closed: close
+        its connections now, synchronously (libpq's own close), and forget the pool. The sync pool
+        is untouched (it belongs to no loop)."""
+        pool, self._pool, self._hot = self._pool, None, []
+        if pool is not None:
+            # Its worker tasks died with their loop; marked closed, its __del__ does not try to
+            # stop them on a loop that is gone (psycopg_pool reads this flag there).
+            pool._closed = True
+        for conn in list(self._opened):
+            if not conn.closed:
+                with contextlib.suppress(Exception):  # already gone on the server's side: nothing to do
+                    conn.pgconn.finish()
+        self._opened = weakref.WeakSet()
 
     def connection(self) -> _Borrowed:
         """``async with driver.connection() as conn``: a pooled connection, psycopg errors translated."""

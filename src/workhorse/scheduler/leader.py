@@ -123,7 +123,7 @@ class Scheduler:
         self._waiter = waiter
         self._election = Election(self.id, self.stats)
         self._cron = CronDuty(self.id, app.tasks, self.stats)
-        self._purge = RetentionPurge(self.id, app.retention, app.admin)
+        self._purge = RetentionPurge(self.id, lambda: app.retention, app.admin)
         self._duties: list[Duty] = [CounterFolds(self.id), self._purge]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()
@@ -152,7 +152,7 @@ class Scheduler:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)
                 await asyncio.gather(
                     fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping),
-                    purge_every(self.id, self.app.retention, self.app.admin, self._service.stopping),
+                    purge_every(self.id, lambda: self.app.retention, self.app.admin, self._service.stopping),
                 )
                 return self.stats
             store = self._store if self._store is not None else open_store(self.app)

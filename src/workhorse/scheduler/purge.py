@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -33,17 +34,18 @@ class Purger(Protocol):
 class RetentionPurge:
     """A ``Duty``: start a purge when one is due on the database clock and none is running."""
 
-    def __init__(self, scheduler_id: str, retention: Retention | None, purger: Purger) -> None:
+    def __init__(self, scheduler_id: str, retention: Callable[[], Retention | None], purger: Purger) -> None:
         self.scheduler_id = scheduler_id
-        self.retention = retention
+        self.retention = retention  # read at each round: the app's policy as it is now
         self.purger = purger
         self._last: datetime | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def after_round(self, store: RoundStore, db_now: datetime) -> None:
-        if self.retention is None or (self._task is not None and not self._task.done()):
+        retention = self.retention()
+        if retention is None or (self._task is not None and not self._task.done()):
             return
-        if self._last is not None and (db_now - self._last).total_seconds() < self.retention.every:
+        if self._last is not None and (db_now - self._last).total_seconds() < retention.every:
             return
         self._last = db_now
         self._task = asyncio.create_task(purge_once(self.scheduler_id, self.purger), name="retention-purge")
@@ -69,13 +71,24 @@ async def purge_once(scheduler_id: str, purger: Purger) -> None:
         log.info("scheduler %s: purged %s (and %d steps)", scheduler_id, removed, report.steps)
 
 
-async def purge_every(scheduler_id: str, retention: Retention | None, purger: Purger, stopping: asyncio.Event) -> None:
-    """With no task there is no election: every idle role purges once per ``every`` (jittered,
-    so a fleet's idle roles spread out), until ``stopping`` is set."""
-    if retention is None:
-        return
+FIRST_PURGE = 60.0  # an idle role's first purge comes within this many seconds of its start
+
+
+async def purge_every(
+    scheduler_id: str, retention: Callable[[], Retention | None], purger: Purger, stopping: asyncio.Event
+) -> None:
+    """With no task there is no election: every idle role purges soon after it starts (within
+    FIRST_PURGE, so a fleet restarted more often than ``every`` still purges), then once per
+    ``every``, each wait jittered so a fleet's idle roles spread out, until ``stopping`` is set."""
+    wait = FIRST_PURGE * random.uniform(0.1, 1.0)
     while True:
+        policy = retention()
+        if policy is not None:
+            wait = min(wait, policy.every)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), timeout=retention.every * random.uniform(0.9, 1.1))
+            await asyncio.wait_for(stopping.wait(), timeout=wait)
             return
-        await purge_once(scheduler_id, purger)
+        if retention() is not None:
+            await purge_once(scheduler_id, purger)
+        policy = retention()
+        wait = (policy.every if policy is not None else FIRST_PURGE) * random.uniform(0.9, 1.1)

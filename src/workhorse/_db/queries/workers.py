@@ -1,10 +1,7 @@
 """Statements over ``{schema}.workers``, the registry of live worker processes."""
 
-# Also prunes rows that expired an hour ago, so the registry never grows with restarts.
+# Rows of workers gone are the retention purge's (Retention(workers=)), not the register's.
 REGISTER = """
-with pruned as (
-    delete from {schema}.workers where expires_at < now() - interval '1 hour'
-)
 insert into {schema}.workers (id, host, pid, queues, concurrency, expires_at)
 values (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s::jsonb,
         now() + %(ttl)s * interval '1 second')
