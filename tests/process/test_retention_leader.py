@@ -165,12 +165,6 @@ def test_the_leader_purges_done_rows_under_a_live_queue_and_loses_nothing(
     assert code == 0, log.read_text(errors="replace")[-3000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`workhorse worker` runs no scheduler role when the app declares no @app.task "
-    "(cli/run.py: with_scheduler requires bool(app.tasks)), so scheduler/purge.py's purge_every "
-    "never runs in it: a fleet of task-less workers never purges",
-)
 def test_a_worker_of_an_app_with_no_task_purges_on_its_own(
     proc_env: dict[str, str], database_url: str, schema: str, tmp_path: Path
 ) -> None:
