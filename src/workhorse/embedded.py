@@ -20,12 +20,30 @@ off, so a machine crash (not a process crash) can lose or corrupt its data. Poin
 ``WORKHORSE_DATABASE_URL`` at a real server for data you need to keep.
 
 PostgreSQL refuses to run as root: as root, its binaries run as the ``postgres`` user (else
-``nobody``), who must be able to traverse the paths to the binaries and to the home.
+``nobody``), who must be able to traverse the path to the binaries. When that user cannot traverse
+the path to the home (a home under ``/root``, a fresh ``mktemp -d``: 0700 directories), the cluster
+is **kept away** from it, and no permission on the user's directories is loosened:
+
+* **Where.** ``/var/lib/workhorse/<first 16 hex of sha256(resolved home path)>/`` holds ``data/``,
+  ``postgres.log`` and ``home`` (the home's path, so the directory says whose it is). It and
+  ``/var/lib/workhorse`` are root's, mode 0711: the server user traverses them and owns only
+  ``data/`` (0700) and its log. ``/var/lib``, not ``/var/tmp``: tmp cleaners (systemd-tmpfiles'
+  30 days on ``/var/tmp``) would delete the files of a cluster left idle.
+* **Tied to the home.** The home keeps ``lock`` and ``server.json`` (whose ``data`` names the
+  cluster). The place is derived from the home's path alone, so every process resolving the same
+  home finds the same cluster, two homes never share one (a ``home`` file naming another home is
+  refused), and a copied ``server.json`` cannot point a home at another's cluster.
+* **Which.** A cluster that exists (under the home, else away) is used where it is; a new one is
+  made under the home when the server user can traverse it (``o+x`` is added to the home itself, as
+  always), else away. A home moved to another path is another home. Removing a home does not
+  remove its cluster kept away: ``workhorse db stop``, then ``rm -r`` the parent of the ``data``
+  that ``workhorse db status`` names.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -54,6 +72,8 @@ ENV_HOME = "WORKHORSE_HOME"
 # Where find_binaries() looks after PATH; module constants so tests can point them elsewhere.
 PGSERVER_PACKAGE = "pgserver"
 SYSTEM_ROOTS: tuple[Path, ...] = (Path("/usr/lib/postgresql"),)
+# Where root keeps the clusters of homes the server user cannot traverse (see the module docstring).
+AWAY_ROOT = Path("/var/lib/workhorse")
 
 _BINARIES = ("initdb", "pg_ctl", "postgres")
 _HOST = "127.0.0.1"
@@ -108,8 +128,11 @@ def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike
     where = home_dir(home)
     if where not in _announced:
         _announced.add(where)
+        place = _existing(where, _server_user())
+        away = f", its data kept in {place / 'data'}" if place is not None and place != where else ""
         print(
-            f"workhorse: using the embedded PostgreSQL under {where} ({url}); set {ENV_URL} to use another database",
+            f"workhorse: using the embedded PostgreSQL under {where}{away} ({url}); "
+            f"set {ENV_URL} to use another database",
             file=sys.stderr,
         )
     return url
@@ -122,38 +145,39 @@ def ensure_started(home: str | os.PathLike[str] | None = None) -> str:
     """Start the home's server unless it already runs (initialising it on first use); return its URL."""
     h = home_dir(home)
     info = _read_info(h)
-    if info is not None and _serving(info["port"], h / "data"):
+    user = _server_user()
+    if info is not None and (place := _existing(h, user)) is not None and _serving(info["port"], place / "data"):
         return _url(info["port"])
     h.mkdir(parents=True, exist_ok=True)
     with _locked(h):
         info = _read_info(h)  # another process may have started it while we waited
         bins = _binaries(info)
-        user = _server_user()
-        if user is not None:
-            _grant_access(h, bins, user)
-        if not (h / "data").is_dir():
-            _initdb(h, bins, user)
+        place = h if user is None else _grant_access(h, bins, user)
+        if not (place / "data").is_dir():
+            _initdb(place, bins, user)
             info = None
         if info is None:
-            info = _write_info(h, _free_port(), bins)
-        if not _serving(info["port"], h / "data"):
-            info = _start(h, bins, user, info)
+            info = _write_info(h, _free_port(), bins, place)
+        if not _serving(info["port"], place / "data"):
+            info = _start(h, place, bins, user, info)
         return _url(info["port"])
 
 
 def stop(home: str | os.PathLike[str] | None = None) -> bool:
     """Stop the home's server (fast shutdown, data kept). Answers whether one was running."""
     h = home_dir(home)
-    data = h / "data"
-    if not data.is_dir():
+    user = _server_user()
+    place = _existing(h, user)
+    if place is None:
         return False
+    data = place / "data"
     with _locked(h):
         pid = _recorded_pid(data)
         if pid is None or not _is_postmaster(pid, data):
             return False
-        done = _pg_ctl(h, _binaries(_read_info(h)), _server_user(), "stop", "-m", "fast", "-w", "-t", "60")
+        done = _pg_ctl(place, _binaries(_read_info(h)), user, "stop", "-m", "fast", "-w", "-t", "60")
         if done.returncode != 0:
-            raise _failed("pg_ctl stop", done, f"read {h / 'postgres.log'}", "EMBEDDED_STOP_FAILED")
+            raise _failed("pg_ctl stop", done, f"read {place / 'postgres.log'}", "EMBEDDED_STOP_FAILED")
         return True
 
 
@@ -167,25 +191,31 @@ def restart(home: str | os.PathLike[str] | None = None, *, mode: str = "fast") -
             code="CONFIG_INVALID",
         )
     h = home_dir(home)
+    user = _server_user()
     with _locked(h):
         info = _read_info(h)
-        if info is None:
+        place = _existing(h, user)
+        if info is None or place is None:
             raise EmbeddedServerError(
                 cause=f"no embedded server was ever started under {h}",
                 fix="workhorse db start",
                 code="EMBEDDED_START_FAILED",
             )
-        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", _options(info), "restart", "-m", mode]
+        # With -o, pg_ctl restart drops the -D it would read from postmaster.opts: pass it again, as
+        # pg_ctl start does, so the new postmaster's command line names its cluster (_is_postmaster).
+        options = f'-D "{place / "data"}" {_options(info)}'
+        args = ["-l", place / "postgres.log", "-w", "-t", "60", "-o", options, "restart", "-m", mode]
         with tempfile.TemporaryFile("w+") as out:  # a file: the new postmaster must not hold our pipes
-            done = _pg_ctl(h, _binaries(info), _server_user(), *args, stdout=out, stderr=subprocess.STDOUT)
+            done = _pg_ctl(place, _binaries(info), user, *args, stdout=out, stderr=subprocess.STDOUT)
             out.seek(0)
-            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(h)}"
+            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(place)}"
         if done.returncode != 0:
-            raise _failed("pg_ctl restart", done, f"read {h / 'postgres.log'}", "EMBEDDED_START_FAILED")
+            raise _failed("pg_ctl restart", done, f"read {place / 'postgres.log'}", "EMBEDDED_START_FAILED")
 
 
 def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
-    """Where the home is, whether its server runs, its URL and port, and the binaries in use."""
+    """Where the home is, whether its server runs, its URL and port, the binaries in use, and where
+    its cluster lives (``data``: under the home, or kept away from it; None before the first start)."""
     h = home_dir(home)
     info = _read_info(h)
     port: int | None = info["port"] if info else None
@@ -193,9 +223,15 @@ def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
         binaries: str | None = str(_binaries(info))
     except EmbeddedServerError:
         binaries = None
-    running = port is not None and _serving(port, h / "data")
+    try:
+        place = _existing(h, _server_user())
+    except EmbeddedServerError:  # root without a server user: nothing can have been started
+        place = None
+    data = place / "data" if place is not None else None
+    running = port is not None and data is not None and _serving(port, data)
     url = _url(port) if port is not None else None
-    return {"home": str(h), "running": running, "url": url, "port": port, "binaries": binaries}
+    shown = str(data) if data is not None else None
+    return {"home": str(h), "running": running, "url": url, "port": port, "binaries": binaries, "data": shown}
 
 
 def _major_minor(bin_dir: Path) -> list[int]:
@@ -206,12 +242,15 @@ def _usable(directory: Path, user: pwd.struct_passwd | None) -> bool:
     return _has_binaries(directory) and (user is None or _traversable(directory, user))
 
 
-def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
+def _traversable(path: Path, user: pwd.struct_passwd, *, opened: bool = False) -> bool:
+    """Whether ``user`` can traverse every directory down to ``path`` (``opened``: once ``path``
+    itself has ``o+x``, which _grant_access gives the home)."""
     groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
     for part in (path, *path.parents):
         st = part.stat()
+        mode = st.st_mode | (stat.S_IXOTH if opened and part == path else 0)
         other_bit = stat.S_IXGRP if st.st_gid in groups else stat.S_IXOTH
-        if not st.st_mode & (stat.S_IXUSR if st.st_uid == user.pw_uid else other_bit):
+        if not mode & (stat.S_IXUSR if st.st_uid == user.pw_uid else other_bit):
             return False
     return True
 
@@ -238,9 +277,9 @@ def _read_info(h: Path) -> _Info | None:
     return info if isinstance(info, dict) and isinstance(info.get("port"), int) else None
 
 
-def _write_info(h: Path, port: int, bins: Path) -> _Info:
+def _write_info(h: Path, port: int, bins: Path, place: Path) -> _Info:
     info: _Info = {"url": _url(port), "host": _HOST, "port": port, "user": "postgres", "database": "postgres"}
-    info |= {"data": str(h / "data"), "binaries": str(bins)}
+    info |= {"data": str(place / "data"), "binaries": str(bins)}
     scratch = h / "server.json.tmp"
     scratch.write_text(json.dumps(info, indent=2) + "\n")
     scratch.replace(h / "server.json")
@@ -302,18 +341,98 @@ def _server_user() -> pwd.struct_passwd | None:
     )
 
 
-def _grant_access(h: Path, bins: Path, user: pwd.struct_passwd) -> None:
-    h.chmod(h.stat().st_mode | stat.S_IXOTH)
-    for path in (bins, h):
-        if not _traversable(path, user):
+def _away(h: Path) -> Path:
+    """Where root keeps the cluster of home ``h`` when the server user cannot traverse ``h``."""
+    return AWAY_ROOT / hashlib.sha256(os.fsencode(h)).hexdigest()[:16]
+
+
+def _away_is_ours(away: Path, h: Path) -> bool:
+    try:
+        return (away / "home").read_bytes() == os.fsencode(h) + b"\n"
+    except OSError:
+        return False
+
+
+def _existing(h: Path, user: pwd.struct_passwd | None) -> Path | None:
+    """Where home ``h``'s cluster is (the directory holding ``data/``), or None if it has none yet."""
+    if not h.is_dir():
+        return None
+    if (h / "data").is_dir():
+        return h
+    if user is None:  # only root keeps clusters away
+        return None
+    away = _away(h)
+    return away if (away / "data").is_dir() and _away_is_ours(away, h) else None
+
+
+def _grant_access(h: Path, bins: Path, user: pwd.struct_passwd) -> Path:
+    """Let ``user`` reach the binaries and the cluster; answer where the cluster is (or is to be)."""
+    if not _traversable(bins, user):
+        raise EmbeddedServerError(
+            cause=f"PostgreSQL must run as {user.pw_name!r} (not root), who cannot traverse {bins}",
+            fix=f"chmod o+x {bins}   # or install the binaries where {user.pw_name} can reach them",
+            code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+        )
+    place = _existing(h, user)
+    if place is None:
+        place = h if _traversable(h, user, opened=True) else _away(h)
+    if place == h:  # as always: the home itself is workhorse's, and gets o+x
+        h.chmod(h.stat().st_mode | stat.S_IXOTH)
+        if not _traversable(h, user):  # a cluster made here before its path was closed
             raise EmbeddedServerError(
-                cause=f"PostgreSQL must run as {user.pw_name!r} (not root), who cannot traverse {path}",
-                fix=f"chmod o+x {path}   # or set {ENV_HOME} to a directory {user.pw_name} can reach",
+                cause=f"PostgreSQL must run as {user.pw_name!r} (not root), who cannot traverse {h}, "
+                f"where its cluster is ({h / 'data'})",
+                fix=f"chmod o+x the directories above {h}   # or set {ENV_HOME} to a new directory",
                 code="EMBEDDED_PATH_NOT_TRAVERSABLE",
             )
-    log = h / "postgres.log"
+    else:
+        _make_away(place, h, user)
+    log = place / "postgres.log"
     log.touch()
     os.chown(log, user.pw_uid, user.pw_gid)
+    return place
+
+
+def _make_away(away: Path, h: Path, user: pwd.struct_passwd) -> None:
+    """Create (or check) ``AWAY_ROOT`` and ``away``: root's, 0711, and ``away`` naming home ``h``."""
+    fix = f"set {ENV_HOME} to a directory {user.pw_name} can traverse"
+    try:
+        for directory in (away.parent, away):
+            with contextlib.suppress(FileExistsError):
+                directory.mkdir(mode=0o711)
+            st = directory.lstat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                raise EmbeddedServerError(
+                    cause=f"{h} is not reachable by {user.pw_name!r}, who runs PostgreSQL, and its cluster "
+                    f"would be kept in {away}, but {directory} is not a directory owned by root",
+                    fix=f"remove {directory}, or {fix}",
+                    code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+                )
+            if stat.S_IMODE(st.st_mode) != 0o711:
+                directory.chmod(0o711)
+        if not (away / "home").exists():
+            scratch = away / "home.tmp"
+            scratch.write_bytes(os.fsencode(h) + b"\n")
+            scratch.replace(away / "home")
+    except OSError as exc:
+        raise EmbeddedServerError(
+            cause=f"{h} is not reachable by {user.pw_name!r}, who runs PostgreSQL, and its cluster "
+            f"cannot be kept in {away}: {exc}",
+            fix=fix,
+            code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+        ) from exc
+    if not _away_is_ours(away, h):
+        raise EmbeddedServerError(
+            cause=f"{away}, where the cluster of {h} would be kept, belongs to another home (named in {away / 'home'})",
+            fix=fix,
+            code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+        )
+    if not _traversable(away, user):
+        raise EmbeddedServerError(
+            cause=f"{h} is not reachable by {user.pw_name!r}, who runs PostgreSQL, nor is {away}",
+            fix=f"chmod o+x the parents of {AWAY_ROOT}, or {fix}",
+            code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+        )
 
 
 def _run(user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
@@ -325,8 +444,8 @@ def _run(user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
     return subprocess.run([str(a) for a in args], check=False, text=True, stdin=subprocess.DEVNULL, **kw)
 
 
-def _pg_ctl(h: Path, bins: Path, user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
-    return _run(user, bins / "pg_ctl", "-D", h / "data", *args, cwd=h, **kw)
+def _pg_ctl(place: Path, bins: Path, user: pwd.struct_passwd | None, *args: object, **kw: Any) -> _Done:
+    return _run(user, bins / "pg_ctl", "-D", place / "data", *args, cwd=place, **kw)
 
 
 def _failed(what: str, done: _Done, fix: str, code: str) -> EmbeddedServerError:
@@ -334,38 +453,38 @@ def _failed(what: str, done: _Done, fix: str, code: str) -> EmbeddedServerError:
     return EmbeddedServerError(f"{what} failed (exit {done.returncode}): {_tail(output)}", fix, code=code)
 
 
-def _initdb(h: Path, bins: Path, user: pwd.struct_passwd | None) -> None:
-    scratch = h / "data.init"
+def _initdb(place: Path, bins: Path, user: pwd.struct_passwd | None) -> None:
+    scratch = place / "data.init"
     shutil.rmtree(scratch, ignore_errors=True)  # left by an initdb that was killed midway
     scratch.mkdir(mode=0o700)
     if user is not None:
         os.chown(scratch, user.pw_uid, user.pw_gid)
     args = ["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]
-    done = _run(user, bins / "initdb", "-D", scratch, *args, cwd=h)
+    done = _run(user, bins / "initdb", "-D", scratch, *args, cwd=place)
     if done.returncode != 0:
         raise _failed("initdb", done, "fix the cause shown, then retry", "EMBEDDED_INIT_FAILED")
-    scratch.rename(h / "data")
+    scratch.rename(place / "data")
 
 
 def _options(info: _Info) -> str:
     return f"-p {info['port']} -c listen_addresses={_HOST} -c unix_socket_directories='' {_SETTINGS}"
 
 
-def _start(h: Path, bins: Path, user: pwd.struct_passwd | None, info: _Info) -> _Info:
-    _clear_stale_pidfile(h / "data")
+def _start(h: Path, place: Path, bins: Path, user: pwd.struct_passwd | None, info: _Info) -> _Info:
+    _clear_stale_pidfile(place / "data")
     for attempt in (1, 2):
         if not _port_free(info["port"]):
-            info = _write_info(h, _free_port(), bins)
-        args = ["-l", h / "postgres.log", "-w", "-t", "60", "-o", _options(info), "start"]
+            info = _write_info(h, _free_port(), bins, place)
+        args = ["-l", place / "postgres.log", "-w", "-t", "60", "-o", _options(info), "start"]
         # A file, not a pipe: the postmaster outlives pg_ctl and must not hold our caller's pipes open.
         with tempfile.TemporaryFile("w+") as out:
-            done = _pg_ctl(h, bins, user, *args, stdout=out, stderr=subprocess.STDOUT)
+            done = _pg_ctl(place, bins, user, *args, stdout=out, stderr=subprocess.STDOUT)
             out.seek(0)
-            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(h)}"
+            done.stdout = f"{_tail(out.read(), 3)} | log: {_log_tail(place)}"
         if done.returncode == 0:
             return info
         if attempt == 2 or _port_free(info["port"]):
-            raise _failed("pg_ctl start", done, f"read {h / 'postgres.log'}", "EMBEDDED_START_FAILED")
+            raise _failed("pg_ctl start", done, f"read {place / 'postgres.log'}", "EMBEDDED_START_FAILED")
         # else something took the port between our check and the server's bind: pick another
     raise AssertionError("unreachable")
 
@@ -431,8 +550,8 @@ def _shm_attached(shmid: str) -> bool:
     return False
 
 
-def _log_tail(h: Path) -> str:
-    with contextlib.suppress(OSError), (h / "postgres.log").open("rb") as log:
+def _log_tail(place: Path) -> str:
+    with contextlib.suppress(OSError), (place / "postgres.log").open("rb") as log:
         log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
         return _tail(log.read().decode(errors="replace"))
     return "(no log)"

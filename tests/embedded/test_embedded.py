@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,27 +23,56 @@ import pytest
 from workhorse import embedded
 from workhorse.errors import EmbeddedServerError
 
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+root_only = pytest.mark.skipif(not AS_ROOT, reason="only root hands the server over, and keeps clusters away")
+# The tests marked so run twice: with the cluster under the home, and (as root) kept away from a home
+# the server user cannot traverse.
+both_places = pytest.mark.parametrize("home", ["reachable", "kept_away"], indirect=True)
+
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    kind = getattr(request, "param", "reachable")
+    if not AS_ROOT:
+        if kind == "kept_away":
+            pytest.skip("only root keeps a cluster away from its home")
         yield tmp_path / "wh"
         embedded.stop(tmp_path / "wh")
         return
     # As root the server runs as an unprivileged user, who cannot traverse pytest's tmp_path:
     # /tmp/pytest-of-root is 0700, and every pytest session on the machine resets it to 0700, so
-    # opening it up is racy. A directory of our own under /tmp, traversable by all, is not.
+    # opening it up is racy. A directory of our own under /tmp, traversable by all, is not; left
+    # 0700 (as mktemp -d makes it), it is a home the server user cannot reach.
     base = Path(tempfile.mkdtemp(prefix="workhorse-embedded-"))
-    base.chmod(0o711)
+    if kind == "reachable":
+        base.chmod(0o711)
     try:
         yield base / "wh"
+        assert mode(base) == (0o711 if kind == "reachable" else 0o700)  # never loosened by workhorse
     finally:
-        embedded.stop(base / "wh")
+        forget(base / "wh")
         shutil.rmtree(base)
 
 
+def forget(h: Path) -> None:
+    """Stop the home's server and remove its cluster when it was kept away from the home."""
+    embedded.stop(h)
+    shutil.rmtree(embedded._away(h.resolve()), ignore_errors=True)
+
+
+def data_of(h: Path) -> Path:
+    """The home's cluster, wherever it lives (under the home, or kept away from it)."""
+    data = embedded.status(h)["data"]
+    assert isinstance(data, str), f"{h} has no cluster"
+    return Path(data)
+
+
 def postmaster_pid(h: Path) -> int:
-    return int((h / "data" / "postmaster.pid").read_text().splitlines()[0])
+    return int((data_of(h) / "postmaster.pid").read_text().splitlines()[0])
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
 
 
 def select_one(url: str) -> int:
@@ -82,6 +113,7 @@ def test_ensure_started_serves_and_is_reused(home: Path) -> None:
     assert url.endswith(f":{info['port']}/postgres")
 
 
+@both_places
 def test_ten_racing_processes_start_one_server(home: Path) -> None:
     code = f"from workhorse.embedded import ensure_started; print(ensure_started({str(home)!r}))"
     procs = [
@@ -104,12 +136,14 @@ def test_ten_racing_processes_start_one_server(home: Path) -> None:
     assert len(urls) == 1
     assert select_one(urls.pop()) == 1
     # A second initdb would have failed on the existing cluster; a second start would log twice.
-    assert not (home / "data.init").exists()
-    log = (home / "postgres.log").read_text()
+    place = data_of(home).parent
+    assert not (place / "data.init").exists()
+    log = (place / "postgres.log").read_text()
     assert log.count("database system is ready to accept connections") == 1
-    assert postmasters_for(home / "data") == [postmaster_pid(home)]
+    assert postmasters_for(place / "data") == [postmaster_pid(home)]
 
 
+@both_places
 def test_stop_then_restart_keeps_data(home: Path) -> None:
     url = embedded.ensure_started(home)
     with psycopg.connect(url) as conn:
@@ -127,6 +161,7 @@ def test_stop_then_restart_keeps_data(home: Path) -> None:
         assert conn.execute("select v from kept").fetchall() == [("still here",)]
 
 
+@both_places
 def test_restarts_after_postmaster_was_killed(home: Path) -> None:
     url = embedded.ensure_started(home)
     pid = postmaster_pid(home)
@@ -159,7 +194,7 @@ def test_taken_port_moves_the_server(home: Path) -> None:
 def test_start_failure_reports_the_log(home: Path) -> None:
     embedded.ensure_started(home)
     embedded.stop(home)
-    with (home / "data" / "postgresql.conf").open("a") as conf:
+    with (data_of(home) / "postgresql.conf").open("a") as conf:
         conf.write("shared_buffers = 'not a size'\n")
 
     with pytest.raises(EmbeddedServerError) as caught:
@@ -244,15 +279,125 @@ def test_home_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert embedded.home_dir().is_absolute()
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root hands the server over")
-def test_root_refuses_an_untraversable_home(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o700)
+def test_a_reachable_home_keeps_its_cluster(home: Path) -> None:
+    url = embedded.ensure_started(home)
+    assert data_of(home) == home / "data"
+    assert json.loads((home / "server.json").read_text())["data"] == str(home / "data")
+    assert (home / "postgres.log").exists()
+    assert select_one(url) == 1
+    if AS_ROOT:
+        assert not embedded._away(home).exists()
+
+
+@root_only
+def test_root_keeps_the_cluster_of_an_untraversable_home_away() -> None:
+    """Issue 16, defect 1: as root, under a 0700 directory (mktemp -d, /root/app), the server user
+    cannot reach ./.workhorse; its cluster is kept where that user can, tied to the home, and no
+    permission on the user's directories changes."""
+    locked = Path(tempfile.mkdtemp(prefix="workhorse-locked-"))  # 0700, as mktemp -d makes it
+    first, second = locked / "app" / ".workhorse", locked / "copy" / ".workhorse"
+    first.mkdir(mode=0o700, parents=True)
+    (locked / "app").chmod(0o700)
+    user = embedded._server_user()
+    assert user is not None
+    try:
+        modes = {path: mode(path) for path in (locked, locked / "app", first)}
+        assert modes == {locked: 0o700, locked / "app": 0o700, first: 0o700}
+
+        url = embedded.ensure_started(first)
+        assert select_one(url) == 1
+        away = embedded._away(first)
+        data = data_of(first)
+        assert data == away / "data"
+        assert away.parent == embedded.AWAY_ROOT == Path("/var/lib/workhorse")
+        assert away.name == hashlib.sha256(str(first).encode()).hexdigest()[:16]
+        assert (away / "home").read_text() == f"{first}\n"  # the place says whose it is
+        for directory in (embedded.AWAY_ROOT, away):
+            assert (directory.stat().st_uid, mode(directory)) == (0, 0o711)
+        assert (data.stat().st_uid, mode(data)) == (user.pw_uid, 0o700)
+        # the home keeps its lock and the record of where its data lives; nothing else
+        assert sorted(p.name for p in first.iterdir()) == ["lock", "server.json"]
+        assert json.loads((first / "server.json").read_text())["data"] == str(data)
+        assert {path: mode(path) for path in modes} == modes
+
+        # reused: by this process and by another resolving the same home
+        pid = postmaster_pid(first)
+        assert embedded.ensure_started(first) == url
+        code = f"from workhorse.embedded import ensure_started; print(ensure_started({str(first)!r}))"
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert (other.returncode, other.stdout.strip()) == (0, url), other.stderr
+        assert postmaster_pid(first) == pid
+        assert postmasters_for(data) == [pid]
+        assert embedded.status(first)["running"] is True
+        embedded.restart(first, mode="fast")  # the fault drill finds it too
+        assert select_one(url) == 1
+        assert postmaster_pid(first) != pid
+        pid = postmaster_pid(first)
+        assert postmasters_for(data) == [pid]  # named by its command line, so stop() finds it
+
+        # another home never shares it, not even with a copy of the first home's server.json
+        second.mkdir(parents=True)
+        shutil.copy(first / "server.json", second / "server.json")
+        second_url = embedded.ensure_started(second)
+        assert second_url != url
+        assert data_of(second) == embedded._away(second) / "data" != data
+        assert select_one(second_url) == 1
+        assert select_one(url) == 1
+
+        assert embedded.stop(first) is True
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url, connect_timeout=2).close()
+        assert postmasters_for(data) == []
+        assert embedded.status(first)["running"] is False
+        assert embedded.stop(first) is False
+        assert select_one(second_url) == 1
+        assert embedded.stop(second) is True
+        assert {path: mode(path) for path in modes} == modes
+    finally:
+        forget(first)
+        forget(second)
+        shutil.rmtree(locked)
+
+
+@root_only
+def test_a_place_naming_another_home_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two homes whose hashes collided would share a cluster: the place's home file forbids it.
+    monkeypatch.setattr(embedded, "AWAY_ROOT", tmp_path / "away")
+    h = tmp_path / "locked" / "wh"  # pytest's tmp_path is 0700: the server user cannot reach it
+    away = embedded._away(h)
+    away.mkdir(parents=True)
+    (away / "home").write_text("/somewhere/else/.workhorse\n")
+
     with pytest.raises(EmbeddedServerError) as caught:
-        embedded.ensure_started(locked / "wh")
+        embedded.ensure_started(h)
     assert caught.value.code == "EMBEDDED_PATH_NOT_TRAVERSABLE"
-    assert "chmod o+x" in caught.value.fix
-    assert not (locked / "wh" / "data").exists()
+    assert "belongs to another home" in caught.value.cause
+    assert not (away / "data").exists()
+    assert embedded.status(h)["data"] is None
+    assert embedded.stop(h) is False
+
+
+@root_only
+@pytest.mark.timeout(90)
+def test_demo_runs_as_root_from_an_untraversable_directory() -> None:
+    """``make demo`` from a fresh ``mktemp -d``: ./.workhorse is out of the server user's reach."""
+    cwd = Path(tempfile.mkdtemp(prefix="workhorse-demo-"))
+    h = cwd / ".workhorse"
+    script = Path(sys.executable).with_name("workhorse")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "workhorse"]
+    env = {k: v for k, v in os.environ.items() if k not in ("WORKHORSE_DATABASE_URL", "WORKHORSE_HOME")}
+    try:
+        done = subprocess.run(
+            [*command, "demo"], cwd=cwd, env=env, capture_output=True, text=True, timeout=80, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "DEAD-LETTERED charge_card" in done.stdout
+        assert f"its data kept in {embedded._away(h) / 'data'}" in done.stderr  # it says where
+        assert embedded.status(h)["running"] is False  # the demo stops the server it started
+        assert mode(cwd) == 0o700
+    finally:
+        forget(h)
+        shutil.rmtree(cwd)
 
 
 def _account(name: str, uid: int) -> pwd.struct_passwd:
