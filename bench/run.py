@@ -15,8 +15,11 @@ W1   ``await job.enqueue(p)`` x N, sequential        vs  N single-row INSERTs, o
      (W1, W1b, W2: the sides alternate in rounds; each reports its median round)
 W1b  ``await job.enqueue_many(ps)``, one call         vs  COPY of the same N rows
 W2   one worker process drains N no-op jobs (burst)  vs  one process: claim 100/statement + one ack/batch
+W2cap  W2 under Limits(per_tenant=5), 100 orgs      vs  W2's uncapped drain, same run (``flow_bench.py``)
 W3   enqueue->start latency, one job every 20 ms     vs  INSERT+pg_notify, a raw LISTEN loop claiming
 W4   statements per idle minute of `workhorse worker` (pg_stat_database xact deltas) vs the peer figure
+W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the plain claim on 10 ready
+     jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import flow_bench
 import psycopg
 import raw
 from psycopg import sql
@@ -77,7 +81,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -591,7 +595,15 @@ async def w4(b: Bench) -> dict[str, Any]:
 
 # -- the run ------------------------------------------------------------------------------------
 
-RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {"W1": w1, "W1b": w1b, "W2": w2, "W3": w3, "W4": w4}
+RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
+    "W1": w1,
+    "W1b": w1b,
+    "W2": w2,
+    "W2cap": flow_bench.w2cap,
+    "W3": w3,
+    "W4": w4,
+    "W5": flow_bench.w5,
+}
 
 
 def resolve_url() -> str:
@@ -734,6 +746,11 @@ def brief(name: str, r: dict[str, Any]) -> str:
         )
     if name == "W4":
         return f"{r['workhorse']['statements_per_min']:.1f} statements/min"
+    if name == "W5":
+        return (
+            f"flow claim p50 {r['workhorse']['p50_ms']:.2f} ms vs plain {r['baseline']['p50_ms']:.2f} ms; "
+            f"B all started in {r['fairness']['all_started_ms']:.0f} ms"
+        )
     return f"{r['workhorse']['jobs_per_s']:,.0f} vs {r['baseline']['jobs_per_s']:,.0f} jobs/s ({r['ratio']:.2f}x)"
 
 
@@ -826,6 +843,17 @@ def table(doc: dict[str, Any]) -> Table:
             verdict(r["pass"]),
             f"{PEER['W2']['jobs_per_s']:,} jobs/s ({PEER['W2']['ratio']:.2f}x)",
         )
+    if "W2cap" in w:
+        r = w["W2cap"]
+        t.add_row(
+            f"W2cap drain {r['workhorse']['jobs']:,}, per_tenant=5",
+            f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+            f"{r['baseline']['jobs_per_s']:,.0f} jobs/s (W2)",
+            f"{r['ratio']:.2f}x",
+            "",
+            "",
+            "",
+        )
     if "W3" in w:
         r = w["W3"]
         wh, base = r["workhorse"], r["baseline"]
@@ -866,6 +894,27 @@ def table(doc: dict[str, Any]) -> Table:
             "<= 12 /min",
             verdict(r["pass"]),
             f"{PEER['W4']['statements_per_min']} /min",
+        )
+    if "W5" in w:
+        r = w["W5"]
+        wh, base, fair = r["workhorse"], r["baseline"], r["fairness"]
+        t.add_row(
+            f"W5 flow claim, 20k backlog (n={wh['samples']})",
+            f"p50 {wh['p50_ms']:.2f} / p99 {wh['p99_ms']:.2f} ms",
+            f"p50 {base['p50_ms']:.2f} / p99 {base['p99_ms']:.2f} ms",
+            f"{r['ratio']['p50']:.2f}x / {r['ratio']['p99']:.2f}x",
+            "",
+            "",
+            "",
+        )
+        t.add_row(
+            "W5 B's 10 jobs all started",
+            f"{fair['all_started_ms']:.0f} ms",
+            f"floor {fair['floor_ms']} ms",
+            "",
+            "",
+            "",
+            "",
         )
     return t
 
