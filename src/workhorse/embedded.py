@@ -38,6 +38,9 @@ is **kept away** from it, and no permission on the user's directories is loosene
   always), else away. A home moved to another path is another home. Removing a home does not
   remove its cluster kept away: ``workhorse db stop``, then ``rm -r`` the parent of the ``data``
   that ``workhorse db status`` names.
+* **Binaries.** A ``pgserver`` the server user cannot reach (in a ``.venv`` under ``/root/app``) is
+  passed over for ``pg_ctl`` on ``PATH`` or a system PostgreSQL; when there is none, starting a
+  server copies that install, once per build, to ``/var/lib/workhorse/pginstall-<hash>/``.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ _HOST = "127.0.0.1"
 _LOCK_TIMEOUT = 180.0
 _SETTINGS = "-c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 _Info = dict[str, Any]
+_NOT_RUN = shutil.ignore_patterns("include")  # headers: not needed to run a server
 _Done = subprocess.CompletedProcess[str]
 
 
@@ -89,18 +93,23 @@ def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
     return Path(raw).expanduser().resolve()
 
 
-def find_binaries() -> Path:
+def find_binaries(*, copy_away: bool = False) -> Path:
     """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``.
 
     As root, a candidate the server's unprivileged user cannot reach (a virtualenv under a 0700
-    home, say) is passed over for the next one.
+    home, say) is passed over for the next one; when none is left and ``copy_away`` (starting a
+    server) is set, the ``pgserver`` install passed over is copied, once per build, to
+    ``AWAY_ROOT/pginstall-<hash>/``, where that user can reach it.
     """
     user = _server_user()
     searched = [f"the {PGSERVER_PACKAGE!r} package"]
+    unreachable: Path | None = None  # a pgserver install the server user cannot traverse
     spec = importlib.util.find_spec(PGSERVER_PACKAGE)  # locates the package without importing it
     for location in (spec.submodule_search_locations or []) if spec else []:
         if _usable(candidate := Path(location) / "pginstall" / "bin", user):
             return candidate
+        if unreachable is None and _has_binaries(candidate):
+            unreachable = candidate.parent
     searched.append("pg_ctl on PATH")
     if (on_path := shutil.which("pg_ctl")) and _usable(candidate := Path(on_path).resolve().parent, user):
         return candidate
@@ -109,6 +118,14 @@ def find_binaries() -> Path:
         for candidate in sorted(root.glob("*/bin"), key=_major_minor, reverse=True):
             if _usable(candidate, user):
                 return candidate
+    if unreachable is not None and user is not None:
+        note = f"found in {unreachable}, which {user.pw_name!r} cannot traverse"
+        if copy_away:
+            try:
+                return _copied_away(unreachable, user)
+            except (OSError, EmbeddedServerError) as exc:
+                note += f", and not copied to {AWAY_ROOT}: {exc}"
+        searched[0] += f" ({note})"
     raise EmbeddedServerError(
         cause=f"no PostgreSQL server binaries ({', '.join(_BINARIES)}) found; searched {', '.join(searched)}",
         fix="pip install 'workhorse[embedded]' for bundled binaries, "
@@ -151,7 +168,7 @@ def ensure_started(home: str | os.PathLike[str] | None = None) -> str:
     h.mkdir(parents=True, exist_ok=True)
     with _locked(h):
         info = _read_info(h)  # another process may have started it while we waited
-        bins = _binaries(info)
+        bins = _binaries(info, copy_away=True)
         place = h if user is None else _grant_access(h, bins, user)
         if not (place / "data").is_dir():
             _initdb(place, bins, user)
@@ -259,10 +276,10 @@ def _has_binaries(directory: Path) -> bool:
     return all(os.access(directory / name, os.X_OK) for name in _BINARIES)
 
 
-def _binaries(info: _Info | None) -> Path:
+def _binaries(info: _Info | None, *, copy_away: bool = False) -> Path:
     # A cluster only runs under the major version that made it: keep using the binaries that did.
     recorded = Path(info["binaries"]) if info and info.get("binaries") else None
-    return recorded if recorded is not None and _has_binaries(recorded) else find_binaries()
+    return recorded if recorded is not None and _has_binaries(recorded) else find_binaries(copy_away=copy_away)
 
 
 def _url(port: int) -> str:
@@ -393,23 +410,58 @@ def _grant_access(h: Path, bins: Path, user: pwd.struct_passwd) -> Path:
     return place
 
 
+def _copied_away(install: Path, user: pwd.struct_passwd) -> Path:
+    """The ``bin`` of a copy of pgserver's ``install`` that ``user`` can reach, made once per build."""
+    built = (install / "bin" / "postgres").stat()
+    key = hashlib.sha256(os.fsencode(install) + f"\0{built.st_size}\0{built.st_mtime_ns}".encode()).hexdigest()
+    target = AWAY_ROOT / f"pginstall-{key[:16]}"
+    # The wheel's layout, kept: the binaries find their vendored libraries at $ORIGIN/../../../pgserver.libs.
+    bins = target / "pgserver" / "pginstall" / "bin"
+    if not _has_binaries(bins):
+        _own_dir(AWAY_ROOT, f"the copy of {install}")
+        scratch = Path(tempfile.mkdtemp(prefix=".pginstall-", dir=AWAY_ROOT))
+        try:
+            copy = scratch / "copy"
+            shutil.copytree(install, copy / "pgserver" / "pginstall", symlinks=True, ignore=_NOT_RUN)
+            if (libs := install.parent.parent / "pgserver.libs").is_dir():
+                shutil.copytree(libs, copy / "pgserver.libs", symlinks=True)
+            for path in (copy, *copy.rglob("*")):
+                if not path.is_symlink():  # readable by all whatever the umask pip ran under
+                    path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644)
+            with contextlib.suppress(OSError):  # another process put its copy there first
+                copy.rename(target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if not _usable(bins, user):
+        raise EmbeddedServerError(
+            cause=f"{bins} is not usable by {user.pw_name!r}",
+            fix=f"remove {target} and retry",
+            code="EMBEDDED_BINARIES_MISSING",
+        )
+    return bins
+
+
+def _own_dir(directory: Path, purpose: str) -> None:
+    """Create (or check) ``directory``: a real directory of root's, mode 0711."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o711)
+    st = directory.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise EmbeddedServerError(
+            cause=f"{directory}, meant for {purpose}, is not a directory owned by root",
+            fix=f"remove {directory}, or set {ENV_HOME} to a directory the server user can traverse",
+            code="EMBEDDED_PATH_NOT_TRAVERSABLE",
+        )
+    if stat.S_IMODE(st.st_mode) != 0o711:
+        directory.chmod(0o711)
+
+
 def _make_away(away: Path, h: Path, user: pwd.struct_passwd) -> None:
     """Create (or check) ``AWAY_ROOT`` and ``away``: root's, 0711, and ``away`` naming home ``h``."""
     fix = f"set {ENV_HOME} to a directory {user.pw_name} can traverse"
     try:
         for directory in (away.parent, away):
-            with contextlib.suppress(FileExistsError):
-                directory.mkdir(mode=0o711)
-            st = directory.lstat()
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-                raise EmbeddedServerError(
-                    cause=f"{h} is not reachable by {user.pw_name!r}, who runs PostgreSQL, and its cluster "
-                    f"would be kept in {away}, but {directory} is not a directory owned by root",
-                    fix=f"remove {directory}, or {fix}",
-                    code="EMBEDDED_PATH_NOT_TRAVERSABLE",
-                )
-            if stat.S_IMODE(st.st_mode) != 0o711:
-                directory.chmod(0o711)
+            _own_dir(directory, f"the cluster of {h}, which {user.pw_name!r} cannot traverse")
         if not (away / "home").exists():
             scratch = away / "home.tmp"
             scratch.write_bytes(os.fsencode(h) + b"\n")

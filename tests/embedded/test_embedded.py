@@ -360,6 +360,52 @@ def test_root_keeps_the_cluster_of_an_untraversable_home_away() -> None:
 
 
 @root_only
+def test_root_copies_pgserver_binaries_the_server_user_cannot_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh clone under /root/app: ``make demo``'s .venv, and the pgserver binaries in it, are
+    out of the server user's reach too; starting a server copies them, once, where it can reach them."""
+    real = embedded.find_binaries()
+    if real.parts[-3:] != ("pgserver", "pginstall", "bin"):
+        pytest.skip("needs the pgserver wheel")
+    locked = Path(tempfile.mkdtemp(prefix="workhorse-venv-"))  # 0700, as /root is
+    package = locked / "site" / "workhorse_fake_pgserver"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    shutil.copytree(real.parent, package / "pginstall", symlinks=True, ignore=shutil.ignore_patterns("include"))
+    if (libs := real.parents[2] / "pgserver.libs").is_dir():  # the wheel's vendored libraries
+        shutil.copytree(libs, locked / "site" / "pgserver.libs")
+    monkeypatch.syspath_prepend(str(locked / "site"))
+    monkeypatch.setattr(embedded, "PGSERVER_PACKAGE", "workhorse_fake_pgserver")
+    monkeypatch.setattr(embedded, "SYSTEM_ROOTS", ())
+    monkeypatch.setenv("PATH", str(locked / "empty"))
+    h = locked / "app" / ".workhorse"
+    copied: Path | None = None
+    try:
+        with pytest.raises(EmbeddedServerError) as caught:
+            embedded.find_binaries()  # looking copies nothing
+        assert caught.value.code == "EMBEDDED_BINARIES_MISSING"
+        assert f"found in {package / 'pginstall'}, which 'postgres' cannot traverse" in caught.value.cause
+        assert embedded.status(h)["binaries"] is None
+
+        url = embedded.ensure_started(h)
+        assert select_one(url) == 1
+        copied = Path(json.loads((h / "server.json").read_text())["binaries"])
+        target = copied.parents[2]
+        assert copied.parts[-3:] == ("pgserver", "pginstall", "bin")
+        assert target.parent == embedded.AWAY_ROOT
+        assert target.name.startswith("pginstall-")
+        assert (target.stat().st_uid, mode(target)) == (0, 0o755)
+        assert embedded.find_binaries(copy_away=True) == copied  # copied once, then found
+        assert not list(embedded.AWAY_ROOT.glob(".pginstall-*"))  # no scratch left behind
+        assert embedded.stop(h) is True
+        assert mode(locked) == 0o700
+    finally:
+        forget(h)
+        if copied is not None:
+            shutil.rmtree(copied.parents[2])
+        shutil.rmtree(locked)
+
+
+@root_only
 def test_a_place_naming_another_home_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Two homes whose hashes collided would share a cluster: the place's home file forbids it.
     monkeypatch.setattr(embedded, "AWAY_ROOT", tmp_path / "away")
