@@ -1,5 +1,5 @@
 """The memory driver's FLOW_CLAIM (``_db/queries/flow.py``): the same caps, counted the same way,
-under the driver's one lock instead of FLOW_LOCK. Read that module's docstring for the rules;
+under the driver's one lock instead of FLOW_CLAIM's advisory lock. Read that module's docstring for the rules;
 this one follows its CTEs in order, named alike.
 """
 

@@ -88,6 +88,10 @@ HOT_CONNECTIONS = 2
 HOT_USES = 1000
 
 
+BEGIN: LiteralString = "begin"
+COMMIT: LiteralString = "commit"
+
+
 class _Borrowed:
     """What ``PostgresDriver.connection()`` answers: a connection taken from the driver's hot
     stack or from the pool, and given back (getconn/putconn, without the pool's own context
@@ -258,6 +262,49 @@ class PostgresCore:
         async with self.connection() as conn:
             cur = await conn.execute(self.q(statement), params)
             return await cur.fetchall() if cur.description else []
+
+    async def fetch_locked(
+        self, lock: str, lock_params: dict[str, Any] | None, statement: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """``lock`` (a transaction-scoped advisory lock), then ``statement`` under it, in one
+        transaction whose BEGIN, both statements and COMMIT reach the server in one write: one
+        round trip, and the server ends the transaction (releasing the lock) whatever becomes of
+        this process once it has sent them. A transaction left open until its answer came back
+        would hold the lock for as long as a frozen process stays frozen (SIGSTOP, a pause), and
+        every other holder would wait."""
+        async with self.connection() as conn:
+            try:
+                async with conn.pipeline() as pipeline:
+                    await conn.execute(BEGIN)
+                    await conn.execute(self.q(lock), lock_params)
+                    cur = await conn.execute(self.q(statement), params)
+                    await conn.execute(COMMIT)
+                    await pipeline.sync()
+                rows: list[dict[str, Any]] = await cur.fetchall()
+            except psycopg.Error:
+                if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                    await conn.rollback()
+                raise
+            return rows
+
+    def fetch_locked_sync(
+        self, lock: str, lock_params: dict[str, Any] | None, statement: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """``fetch_locked`` for synchronous callers, on the sync pool."""
+        with self.sync_connection() as conn:
+            try:
+                with conn.pipeline() as pipeline:
+                    conn.execute(BEGIN)
+                    conn.execute(self.q(lock), lock_params)
+                    cur = conn.execute(self.q(statement), params)
+                    conn.execute(COMMIT)
+                    pipeline.sync()
+                rows: list[dict[str, Any]] = cur.fetchall()
+            except psycopg.Error:
+                if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                    conn.rollback()
+                raise
+            return rows
 
     async def close(self) -> None:
         if self._pool is not None:

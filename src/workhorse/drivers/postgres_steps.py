@@ -84,12 +84,8 @@ class PostgresSteps(PostgresCore):
     async def _under_event_lock(
         self, name: str, key: str | None, statement: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """EVENT_LOCK then ``statement`` in one transaction, pipelined: one round trip."""
-        async with self.connection() as conn:
-            async with conn.pipeline(), conn.transaction():
-                await conn.execute(self.q(step_sql.EVENT_LOCK), {"name": name, "key": key})
-                cur = await conn.execute(self.q(statement), params)
-            return await cur.fetchall()
+        """EVENT_LOCK then ``statement`` in one transaction, pipelined: one round trip (see fetch_locked)."""
+        return await self.fetch_locked(step_sql.EVENT_LOCK, {"name": name, "key": key}, statement, params)
 
     async def publish_event(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
         params = {"name": name, "key": key, "payload": payload, "ttl": ttl, "channel": self.channel}
@@ -98,12 +94,8 @@ class PostgresSteps(PostgresCore):
 
     def publish_event_sync(self, name: str, key: str | None, payload: str, ttl: float) -> PublishedEvent:
         params = {"name": name, "key": key, "payload": payload, "ttl": ttl, "channel": self.channel}
-        with self.sync_connection() as conn:
-            with conn.pipeline(), conn.transaction():
-                conn.execute(self.q(step_sql.EVENT_LOCK), {"name": name, "key": key})
-                cur = conn.execute(self.q(step_sql.PUBLISH), params)
-            row = cur.fetchone()
-        assert row is not None
+        rows = self.fetch_locked_sync(step_sql.EVENT_LOCK, {"name": name, "key": key}, step_sql.PUBLISH, params)
+        row = rows[0]
         return _published(name, key, row)
 
     async def purge_expired_events(self) -> int:

@@ -73,7 +73,7 @@ class PostgresWork(PostgresCore):
     """The work role: the claim, the heartbeat, the registry row, the settle and progress reports;
     and the optional wake-up role (``drivers/wakeups.py``)."""
 
-    enforces_flow = True  # FLOW_CLAIM under FLOW_LOCK: every cap holds across the fleet
+    enforces_flow = True  # FLOW_CLAIM, under its advisory lock: every cap holds across the fleet
 
     def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener:
         """Wake-ups for a worker: a LISTEN session of its own on this driver's channel."""
@@ -109,11 +109,7 @@ class PostgresWork(PostgresCore):
             rows = await self.fetch(sql.CLAIM if sweep else sql.CLAIM_DUE, params)
         else:
             params.update(_flow_params(flow))
-            async with self.connection() as conn:  # FLOW_LOCK, then the claim under it: one round trip
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute(self.q(flow_sql.FLOW_LOCK))
-                    cur = await conn.execute(self.q(flow_sql.FLOW_CLAIM), params)
-                rows = await cur.fetchall()
+            rows = await self.fetch(flow_sql.FLOW_CLAIM, params)  # one statement: its lock ends with it
         claimed: list[Claimed] = []
         buried: list[Buried] = []
         refused: list[Buried] = []

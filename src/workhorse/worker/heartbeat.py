@@ -176,7 +176,19 @@ class Heartbeat:
         Answers those runs."""
         closed = [h for h in held if now >= h.renewed_at + self.visibility]
         for h in closed:
-            self.cancel(h, "lease lost")
+            claimed = h.run.claimed
+            if self.flow is not None and self.flow.counts(claimed.name, claimed.queue, claimed.tenant):
+                log.warning(
+                    "worker %s: job %s (%s) may have lost its concurrency slot (JOB_SLOT_LOST): no renewal "
+                    "landed within its lease window, so a claim may have given the slot to another run; "
+                    "cancelling its body, which writes nothing",
+                    self.info.id,
+                    claimed.id,
+                    claimed.name,
+                )
+                self.cancel(h, "slot lost")
+            else:
+                self.cancel(h, "lease lost")
         return closed
 
     async def renewal(self, held: list[Held]) -> Beat:

@@ -214,7 +214,7 @@ class Worker:
     def _check_enforceable(self) -> None:
         """A declared cap this worker's driver cannot hold fleet-wide refuses the start: run, it
         would hold per process, and the fleet would run the cap times its processes."""
-        if self.flow is None or not self.app.is_memory:  # PostgreSQL: FLOW_CLAIM, under FLOW_LOCK
+        if self.flow is None or not self.app.is_memory:  # PostgreSQL: FLOW_CLAIM, under its advisory lock
             return
         if getattr(self.app.driver, "enforces_flow", False):  # the MemoryDriver: under its one lock
             return

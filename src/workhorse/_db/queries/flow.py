@@ -5,9 +5,15 @@ Slots are not rows of their own. A run holds a slot of every cap it counts towar
 row is 'running' with a lease that has not lapsed: renewing the lease (HEARTBEAT, one statement
 for every lease a worker holds) renews its slots, and a holder that was killed or frozen past its
 lease frees them. So a cap is a count over the jobs table, and counting is exact only when no two
-claims count at once: every claim that enforces a cap first takes FLOW_LOCK (one advisory lock per
-schema) in its own statement, so FLOW_CLAIM's snapshot sees whatever the previous holder committed.
-Settles, renewals and the plain CLAIM take no lock: they only ever free slots.
+claims count at once. FLOW_CLAIM's first CTE (`gate`) takes one advisory lock per schema, and it
+counts through two VOLATILE functions (migration 012) called with the lock's row, whose queries
+take their own snapshots after the lock was granted, so they see whatever every earlier claim
+committed. It is ONE statement, sent in autocommit: the server ends its transaction, and the lock,
+when the statement ends, so a worker frozen mid-claim (SIGSTOP, a pause) holds no lock while it is
+frozen. (A claim taking the lock in a statement of its own would hold it until its COMMIT arrived.)
+The due arm's rows come from the statement's own snapshot: a row an earlier claim took meanwhile
+is re-checked by FOR UPDATE and skipped. Settles, renewals and the plain CLAIM take no lock: they
+only ever free slots.
 
 A lapsed lease is a freed slot only once FLOW_CLAIM has locked its row (`freed`): a renewal that
 lands first wins (its row is no longer lapsed when the lock is granted), one that comes after finds
@@ -15,19 +21,15 @@ the claim counter moved (the row was re-claimed, buried or `revoked`) and renews
 worker cancels the run (JOB_SLOT_LOST) and it writes nothing. A lapsed row another statement holds
 locked right now is counted as held.
 
-A job over any cap is not taken: it stays ready, its attempt unspent. Within one claim, candidates
-are ranked per cap in claim order and a candidate is taken only when every cap it counts toward has
-room for its rank, so a claim never exceeds a cap; a candidate passed over for one cap still took
-its rank in the others, so a claim may take fewer than it could, and says so (`held`): the worker
-claims again at once. The due arm skips jobs whose name, tenant or key is already full (and the
-rate-spent tenants), so one tenant's backlog does not fill every claim.
+A job over any cap is not taken: it stays ready, its attempt unspent. Candidates are walked in
+claim order (`walk`, a recursive CTE over at most the claim's slots) and each is taken only when
+every cap it counts toward has room after what is held and what the walk took, so a claim never
+exceeds a cap. The due arm skips jobs whose name, tenant or key is already full (and the
+rate-spent tenants), so one tenant's backlog does not fill every claim; a candidate passed over
+because the walk filled its cap says so (`held`), and the worker claims again at once.
 """
 
 from workhorse._db.queries.jobs import LAPSED_ERROR, errors_appended
-
-# Taken first in the transaction of every FLOW_CLAIM. The two-key form never collides with the
-# migrator's one-key lock or EVENT_LOCK (whose first key is another text's hash).
-FLOW_LOCK = "select pg_advisory_xact_lock(hashtext('{schema}.flow'), 0)"
 
 # What a run refused by its key (when_busy='fail') is settled with.
 KEY_BUSY_ERROR = """jsonb_build_object(
@@ -46,7 +48,9 @@ KEY_BUSY_ERROR = """jsonb_build_object(
 #   rate_n, rate_per              starts per tenant in any window of rate_per seconds
 FLOW_CLAIM = (
     """
-with recursive wanted as (
+with recursive gate as materialized (
+    select 1::bigint as taken from pg_advisory_xact_lock(hashtext('{schema}.flow'), 0)  -- FLOW_LOCK
+), wanted as (
     select w.queue, w.slots
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
     where not exists (select 1 from {schema}.queue_pauses as p where p.queue = w.queue)
@@ -58,16 +62,15 @@ with recursive wanted as (
 ), queue_caps as materialized (
     select c.queue, c.cap from unnest(%(queue_cap_names)s::text[], %(queue_cap_limits)s::bigint[]) as c(queue, cap)
 ), running as materialized (
-    -- every running row some cap counts, read once (jobs_running_lease_idx)
+    -- every running row some cap counts, read once, fresh: after the lock (migration 012)
     select j.id, j.name, j.queue, j.tenant, j.flow_key, j.lease_expires_at, j.lease_expires_at < now() as lapsed
-    from {schema}.jobs as j
-    where j.state = 'running'
-      and (%(total_cap)s::bigint is not null
-           or %(queue_cap_default)s::bigint is not null
-           or (j.tenant is not null and %(tenant_cap)s::bigint is not null)
-           or j.queue = any(%(queue_cap_names)s::text[])
-           or j.name = any(%(cap_names)s::text[])
-           or j.name = any(%(key_names)s::text[]))
+    from gate cross join lateral {schema}.flow_running(gate.taken) as j
+    where %(total_cap)s::bigint is not null
+       or %(queue_cap_default)s::bigint is not null
+       or (j.tenant is not null and %(tenant_cap)s::bigint is not null)
+       or j.queue = any(%(queue_cap_names)s::text[])
+       or j.name = any(%(cap_names)s::text[])
+       or j.name = any(%(key_names)s::text[])
 ), freed as materialized (
     -- lapsed leases, locked: each is re-claimed, buried or revoked below, and frees its slots
     select j.id, j.name, j.queue, j.tenant, j.flow_key, j.priority, j.run_at, j.lease_expires_at,
@@ -95,10 +98,9 @@ with recursive wanted as (
     delete from {schema}.flow_starts as s
     where %(rate_n)s::bigint is not null and s.started_at <= now() - %(rate_per)s::float8 * interval '1 second'
 ), starts as materialized (
-    select s.tenant, count(*) as n, min(s.started_at) as oldest
-    from {schema}.flow_starts as s
-    where %(rate_n)s::bigint is not null and s.started_at > now() - %(rate_per)s::float8 * interval '1 second'
-    group by s.tenant
+    select s.tenant, s.n, s.oldest
+    from gate cross join lateral {schema}.flow_recent_starts(gate.taken, %(rate_per)s::float8) as s
+    where %(rate_n)s::bigint is not null
 ), full_names as materialized (
     select nc.name from name_caps as nc left join held_name as h on h.name = nc.name
     where coalesce(h.n, 0) >= nc.cap
@@ -214,7 +216,7 @@ with recursive wanted as (
     update {schema}.jobs as j
     set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
         worker_id = %(worker_id)s,
-        lease_expires_at = now() + %(visibility)s * interval '1 second',
+        lease_expires_at = now() + %(visibility)s::float8 * interval '1 second',
         started_at = now(), updated_at = now()
     where j.id = any(array(select judged.id from judged where judged.verdict = 'taken'))
     returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
@@ -244,7 +246,7 @@ with recursive wanted as (
     returning j.id
 ), stamped as (
     insert into {schema}.flow_starts (tenant, started_at, job_id)
-    select claimed.tenant, now(), claimed.id from claimed
+    select claimed.tenant, clock_timestamp(), claimed.id from claimed  -- after the lock, as the window reads
     where %(rate_n)s::bigint is not null and claimed.tenant is not null
 ), counted as (
     insert into {schema}.counters as c (tier, bucket, queue, name, failed, dead, lapsed)
