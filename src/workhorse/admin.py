@@ -45,7 +45,7 @@ from workhorse.drivers.base import (
     WorkerInfo,
 )
 from workhorse.durations import Duration, to_seconds
-from workhorse.errors import ConfigurationError
+from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
 from workhorse.jobs import JobHandle
@@ -78,6 +78,8 @@ DEFAULT_WINDOW = "1h"
 _HEX = re.compile(r"^[0-9a-f]{1,32}$")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
+MIN_ID_PREFIX = 4  # hex digits an id prefix needs to stand for a job (show, cancel, requeue, ...)
+AMBIGUOUS_SHOWN = 5  # candidates a JOB_ID_AMBIGUOUS refusal names
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,13 @@ class StatsRow:
     throughput: float = 0.0
     failure_rate: float | None = None
     held_back: int = 0  # due ready jobs a full fleet-wide cap holds back (queue rows only)
+    unknown: bool = False  # a job name row the app does not declare (no worker of it runs those jobs)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"queue": self.queue}
         if self.name is not None:
             out["name"] = self.name
+            out["unknown"] = self.unknown
         out.update(
             ready=self.ready,
             delayed=self.delayed,
@@ -225,6 +229,29 @@ class Admin:
 
     async def get(self, job_id: str) -> Job | None:
         return await self._driver.get_job(job_id)
+
+    async def resolve(self, job_id: str) -> str:
+        """A job's id from a person's spelling of it: a whole id as it is, or a unique prefix of
+        at least MIN_ID_PREFIX hexadecimal digits (dashes ignored) as the id it starts. A prefix
+        no job has is JOB_NOT_FOUND; one several jobs share is JOB_ID_AMBIGUOUS, naming them.
+        Anything else is passed on as it is (the verb then answers JOB_NOT_FOUND)."""
+        if not isinstance(job_id, str) or _UUID.fullmatch(job_id):
+            return job_id
+        prefix = job_id.replace("-", "").lower()
+        if len(prefix) < MIN_ID_PREFIX or not _HEX.fullmatch(prefix):
+            return job_id
+        page = await self._driver.list_jobs(ListFilter(id_prefix=prefix), limit=AMBIGUOUS_SHOWN + 1)
+        if not page.jobs:
+            raise JobNotFoundError(job_id)
+        if len(page.jobs) > 1:
+            shown = ", ".join(j.id for j in page.jobs[:AMBIGUOUS_SHOWN])
+            more = " and more" if len(page.jobs) > AMBIGUOUS_SHOWN else ""
+            raise ConfigurationError(
+                code="JOB_ID_AMBIGUOUS",
+                cause=f"the id prefix {job_id!r} starts more than one job: {shown}{more}",
+                fix="give more of the id (or all of it): workhorse ls --id-prefix " + prefix,
+            )
+        return page.jobs[0].id
 
     async def workers(self) -> builtins.list[WorkerInfo]:
         return await self._driver.list_workers()
@@ -360,6 +387,9 @@ class Admin:
         throughput and failure rate."""
         window = to_seconds(since, what="since", allow_zero=False)
         stats = summarize(await self._driver.snapshot(window), window)
+        declared = self._app.jobs
+        if declared:  # an app that declares jobs knows which names none of its workers runs
+            stats = replace(stats, names=[replace(n, unknown=n.name not in declared) for n in stats.names])
         rules = self._app.flow_rules()
         if rules is None:
             return stats

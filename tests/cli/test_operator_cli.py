@@ -451,3 +451,51 @@ def test_help_shows_the_operator_commands_with_examples() -> None:
     ls = CliRunner().invoke(cli, ["ls", "--help"]).stdout
     for option in ("--id-prefix", "--created-from", "--created-to", "--before", "--after"):
         assert option in ls, option
+
+
+def test_verbs_take_a_unique_id_prefix(database_url: str, schema: str, cliapp: ModuleType) -> None:
+    """`show`, `cancel` (and the other verbs) take a unique prefix of an id; a shared one is
+    refused with JOB_ID_AMBIGUOUS naming the candidates (issue 16)."""
+    first = cliapp.add.enqueue_sync({"a": 1, "b": 2}).id
+    second = cliapp.add.enqueue_sync({"a": 1, "b": 3}).id
+    a, b = first.replace("-", ""), second.replace("-", "")
+    n = next(n for n in range(4, 33) if a[:n] != b[:n])
+    assert shown(database_url, schema, a[:n])["id"] == first
+    result = invoke(database_url, schema, "cancel", b[:n], "--json")
+    assert result.exit_code == 0, result.output
+    assert as_json(result)["id"] == second and as_json(result)["state"] == "cancelled"
+    if n > 4:  # the two share a prefix: it is refused, naming both
+        error = refused(invoke(database_url, schema, "show", a[:4], "--json"), "JOB_ID_AMBIGUOUS")
+        assert first in error["cause"] and second in error["cause"]
+
+
+def test_ls_and_stats_mark_names_the_app_does_not_declare(database_url: str, schema: str, cliapp: ModuleType) -> None:
+    """A ready job whose name the app does not declare waits forever: with --app, `ls` marks it
+    unknown and says why, and `stats` marks its name row (issue 16, defect 5)."""
+    import asyncio
+
+    from workhorse import App
+
+    other = App(database_url, schema=schema)
+
+    @other.job(name="__main__.hello", tenant="none")
+    async def hello(ctx: Any, payload: None) -> None: ...
+
+    async def enqueue() -> None:
+        await hello.enqueue(None)
+        await other.close()
+
+    asyncio.run(enqueue())
+    cliapp.add.enqueue_sync({"a": 1, "b": 2})
+    listed_text = CliRunner().invoke(cli, ["--app", "cliapp:app", "ls"], env={"COLUMNS": "200"}, color=False)
+    assert listed_text.exit_code == 0, listed_text.output
+    assert "__main__.hello (unknown)" in listed_text.stdout and "cli.add (unknown)" not in listed_text.stdout
+    assert "no job of that name is declared on the app" in listed_text.stdout
+    stats = CliRunner().invoke(cli, ["--app", "cliapp:app", "stats", "--json"])
+    names = {row["name"]: row["unknown"] for row in as_json(stats)["names"]}
+    assert names == {"__main__.hello": True, "cli.add": False}
+    bare = invoke(database_url, schema, "stats", "--json")  # without --app nothing is known, nothing marked
+    assert {row["name"]: row["unknown"] for row in as_json(bare)["names"]} == {
+        "__main__.hello": False,
+        "cli.add": False,
+    }

@@ -125,8 +125,10 @@ def list_jobs(
     """
     start = instant(created_from, "--created-from")
     end = instant(created_to, "--created-to")
+    app_of_jobs = state.app()
+    known = set(app_of_jobs.jobs)  # with --app, its declared names: a ready job of another name waits forever
     page: Page = run_with_app(
-        state.app(),
+        app_of_jobs,
         lambda app: app.admin.list(
             state=state_filter,
             queue=queue,
@@ -162,15 +164,24 @@ def list_jobs(
         filtered = after is not None or before is not None or len(words) > 1
         console.print("no jobs match" if filtered else "no jobs yet")
         return
-    console.print(jobs_table(page.jobs))
+    console.print(jobs_table(page.jobs, known=known))
+    if known and any(job.name not in known and job.state == "ready" for job in page.jobs):
+        console.print(
+            Text(
+                "unknown: no job of that name is declared on the app, so no worker of it will run these; "
+                "check the name (a script run as __main__?) or the --app",
+                style="yellow",
+            )
+        )
     if page.prev is not None:
         console.print(Text(f"previous page: {command_line(state, *words, '--before', page.prev)}", style="dim"))
     if page.next is not None:
         console.print(Text(f"next page: {command_line(state, *words, '--after', page.next)}", style="dim"))
 
 
-def jobs_table(jobs: list[Job]) -> Table:
-    """One row per job. The tenant, progress and last-error columns appear only when some job has one."""
+def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> Table:
+    """One row per job. The tenant, progress and last-error columns appear only when some job has one.
+    With ``known`` (the app's declared names), a live job of another name is marked unknown."""
     now = datetime.now(UTC)  # clock-ok: relative times for display only
     with_tenant = any(job.tenant is not None for job in jobs)
     with_progress = any(job.progress for job in jobs)
@@ -190,7 +201,10 @@ def jobs_table(jobs: list[Job]) -> Table:
     if with_error:
         table.add_column("last error", overflow="ellipsis", no_wrap=True, min_width=12)
     for job in jobs:
-        row: list[RenderableType] = [job.id, job.name, job.queue, state_text(job.state)]
+        name: RenderableType = job.name
+        if known and job.name not in known and job.state in ("ready", "delayed", "suspended"):
+            name = Text.assemble(job.name, (" (unknown)", "yellow"))
+        row: list[RenderableType] = [job.id, name, job.queue, state_text(job.state)]
         row.append(f"{job.attempt}/{job.max_attempts}")
         if with_tenant:
             row.append(job.tenant or Text("-", style="dim"))
@@ -231,7 +245,7 @@ def show_job(state: State, job_id: str, as_json: bool) -> None:
     """
 
     async def fetch(app: App) -> tuple[Job, list[str]]:
-        job = await app.admin.get(job_id)
+        job = await app.admin.get(await app.admin.resolve(job_id))
         if job is None:
             raise JobNotFoundError(job_id)
         return job, await app.admin.why_waiting(job)

@@ -131,7 +131,7 @@ def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
     for row in rows:
         cells: list[str | Text] = [row.queue]
         if by_name:
-            cells.append(row.name or "")
+            cells.append(Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or ""))
         cells += [
             _number(row.ready),
             _number(row.running),

@@ -215,7 +215,11 @@ def _verb(
             run_bulk(state, command, scope, as_json=as_json)
             return
         one = job_id
-        job = run_with_app(state.app(), lambda app: act(app, one))
+
+        async def resolved(app: App) -> Job:
+            return await act(app, await app.admin.resolve(one))
+
+        job = run_with_app(state.app(), resolved)
         if as_json:
             emit_json(json_of(job))
             return
@@ -289,7 +293,11 @@ def requeue(
         run_bulk(state, "requeue", scope, as_json=as_json)
         return
     one = job_id
-    job = run_with_app(state.app(), lambda app: app.admin.requeue(one, from_step=from_step))
+
+    async def resolved(app: App) -> Job:
+        return await app.admin.requeue(await app.admin.resolve(one), from_step=from_step)
+
+    job = run_with_app(state.app(), resolved)
     if as_json:
         emit_json(job.to_dict())
         return
