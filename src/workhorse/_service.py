@@ -17,12 +17,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from workhorse.errors import ConfigurationError
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def check_platform(role: str, platform: str | None = None) -> None:
+    """The long-running roles run on Linux and macOS. On Windows they are refused at start, by
+    name, rather than left to fail later: their drain is driven by SIGTERM, which Windows does not
+    deliver, and psycopg's async connections need a selector event loop there. Enqueueing and the
+    operator API work from Windows (with WindowsSelectorEventLoopPolicy)."""
+    if (platform or sys.platform) == "win32":
+        raise ConfigurationError(
+            code="PLATFORM_UNSUPPORTED",
+            cause=f"the {role} does not run on Windows: its drain on deploy is driven by SIGTERM, which "
+            "Windows does not deliver to a process",
+            fix=f"run the {role} on Linux or macOS (a container, or WSL); enqueue and operate from Windows",
+        )
 
 
 def install_stop_signals(
@@ -80,6 +95,7 @@ class Service:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
+        check_platform(self.role)
         if self.is_running:
             raise ConfigurationError(code=self.code, cause=f"this {self.role} is already running", fix=self.fix)
         self.is_running = True
