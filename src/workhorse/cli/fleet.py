@@ -37,7 +37,7 @@ def workers(state: State, *, as_json: bool) -> None:
     now = datetime.now(UTC)  # clock-ok: relative times for display only
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("id", "host", "pid", "queues", "started", "last seen"):
-        table.add_column(column, no_wrap=column in ("id", "pid"))
+        table.add_column(column, no_wrap=column in ("id", "pid"), overflow="fold")
     for w in live:
         queues = ", ".join(f"{q}({w.concurrency.get(q, '?')})" for q in w.queues)
         table.add_row(w.id, w.host, str(w.pid), queues, ago(w.started_at, now), ago(w.last_seen_at, now))

@@ -22,7 +22,7 @@ from rich.text import Text
 from workhorse.admin import DEFAULT_PAGE, MAX_PAGE
 from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, progress_line, span, state_text, stdout, trim
+from workhorse.cli.output import MEDIUM, NARROW, WIDE, ago, emit_json, progress_line, span, state_text, stdout, trim
 from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
@@ -183,32 +183,48 @@ def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> Table:
     """One row per job. The tenant, progress and last-error columns appear only when some job has one.
     With ``known`` (the app's declared names), a live job of another name is marked unknown."""
     now = datetime.now(UTC)  # clock-ok: relative times for display only
-    with_tenant = any(job.tenant is not None for job in jobs)
-    with_progress = any(job.progress for job in jobs)
-    with_error = any(job.last_error for job in jobs)
+    # The id, name, queue and state always show (at 80 columns they are all there is); the rest
+    # join as the terminal widens, most useful first.
+    width = stdout().width
+    with_attempt = width >= NARROW
+    with_times = width >= MEDIUM
+    with_tenant = with_times and any(job.tenant is not None for job in jobs)
+    with_progress = width >= WIDE and any(job.progress for job in jobs)
+    with_error = with_attempt and any(job.last_error for job in jobs)
+    # What the id, name, queue, state and the short columns take; the tenant, progress and last
+    # error columns get at most what is left, so the key columns are never squeezed out.
+    used = 36 + min(max((len(j.name) for j in jobs), default=4), 32) + min(max(len(j.queue) for j in jobs), 16) + 9
+    used += (7 if with_attempt else 0) + (16 if with_times else 0) + 2 * 8
+    left = max(width - used, 12)
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=36)  # whole: ids are meant to be copied
     table.add_column("name", overflow="fold", min_width=12)
     table.add_column("queue", overflow="fold", min_width=7)
     table.add_column("state", no_wrap=True)
-    table.add_column("attempt", no_wrap=True, justify="right")
+    if with_attempt:
+        table.add_column("attempt", no_wrap=True, justify="right")
     if with_tenant:
-        table.add_column("tenant", overflow="fold", min_width=6)
-    table.add_column("created", no_wrap=True)
-    table.add_column("run at", no_wrap=True)
+        table.add_column("tenant", overflow="ellipsis", no_wrap=True, max_width=min(16, left))
+        left = max(left - min(16, max(len(j.tenant or "-") for j in jobs)) - 2, 12)
+    if with_times:
+        table.add_column("created", no_wrap=True)
+        table.add_column("run at", no_wrap=True)
     if with_progress:
-        table.add_column("progress", overflow="ellipsis", no_wrap=True, min_width=8)
+        table.add_column("progress", overflow="ellipsis", no_wrap=True, max_width=min(PROGRESS_WIDTH, left))
+        left = max(left - min(PROGRESS_WIDTH, left) - 2, 12)
     if with_error:
-        table.add_column("last error", overflow="ellipsis", no_wrap=True, min_width=12)
+        table.add_column("last error", overflow="ellipsis", no_wrap=True, max_width=min(ERROR_WIDTH, left))
     for job in jobs:
         name: RenderableType = job.name
         if known and job.name not in known and job.state in ("ready", "delayed", "suspended"):
             name = Text.assemble(job.name, (" (unknown)", "yellow"))
         row: list[RenderableType] = [job.id, name, job.queue, state_text(job.state)]
-        row.append(f"{job.attempt}/{job.max_attempts}")
+        if with_attempt:
+            row.append(f"{job.attempt}/{job.max_attempts}")
         if with_tenant:
             row.append(job.tenant or Text("-", style="dim"))
-        row += [ago(job.created_at, now), _run_at(job, now)]
+        if with_times:
+            row += [ago(job.created_at, now), _run_at(job, now)]
         if with_progress:
             row.append(Text(progress_line(job.progress, PROGRESS_WIDTH), style="" if job.progress else "dim"))
         if with_error:

@@ -11,7 +11,7 @@ from rich.text import Text
 from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
 from workhorse.cli.jobs import command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, percent, span, stdout
+from workhorse.cli.output import MEDIUM, NARROW, WIDE, ago, emit_json, percent, span, stdout
 from workhorse.drivers.base import QueuePause
 
 HIGH_FAILURE_RATE = 0.1  # a failure rate at or above this share is printed red; below it, yellow
@@ -116,34 +116,39 @@ def stats(state: State, *, since: str, as_json: bool) -> None:
 def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
     """One row per queue (or per job name of a queue): jobs in each state now, then what settled in
     the window: jobs completed, completed a minute, and the share of attempts that failed."""
+    width = stdout().width  # at 80 columns: the queue (and name) and the counts that call for action
+    with_waits = width >= MEDIUM
+    with_rates = width >= WIDE
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("queue", overflow="fold", min_width=7)
     if by_name:
         table.add_column("name", overflow="fold", min_width=12)
     for column in ("ready", "running", "delayed", "suspended", "dead", "failed"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("oldest ready", justify="right", no_wrap=True)
-    table.add_column("completed", justify="right", no_wrap=True)  # in the window, as the rates
-    table.add_column("done/min", justify="right", no_wrap=True)
-    table.add_column("failure rate", justify="right", no_wrap=True)
+        if with_waits or column not in ("delayed", "suspended"):
+            table.add_column(column, justify="right", no_wrap=True)
+    if with_waits:
+        table.add_column("oldest ready", justify="right", no_wrap=True)
+    if with_rates:
+        table.add_column("completed", justify="right", no_wrap=True)  # in the window, as the rates
+        table.add_column("done/min", justify="right", no_wrap=True)
+    if width >= NARROW:
+        table.add_column("failure rate", justify="right", no_wrap=True)
     if not by_name:
         table.add_column("", no_wrap=True)  # the paused marker
     for row in rows:
         cells: list[str | Text] = [row.queue]
         if by_name:
             cells.append(Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or ""))
-        cells += [
-            _number(row.ready),
-            _number(row.running),
-            _number(row.delayed),
-            _number(row.suspended),
-            _number(row.dead, "bold red"),
-            _number(row.failed, "red"),
-            "-" if row.oldest_ready_age is None else span(row.oldest_ready_age),
-            _number(row.completed, "green"),
-            _throughput(row.throughput),
-            _rate(row.failure_rate),
-        ]
+        cells += [_number(row.ready), _number(row.running)]
+        if with_waits:
+            cells += [_number(row.delayed), _number(row.suspended)]
+        cells += [_number(row.dead, "bold red"), _number(row.failed, "red")]
+        if with_waits:
+            cells.append("-" if row.oldest_ready_age is None else span(row.oldest_ready_age))
+        if with_rates:
+            cells += [_number(row.completed, "green"), _throughput(row.throughput)]
+        if width >= NARROW:
+            cells.append(_rate(row.failure_rate))
         if not by_name:
             marks = [Text("paused", style="bold yellow")] if row.paused else []
             if row.held_back:

@@ -94,7 +94,9 @@ def tasks(state: State, *, as_json: bool) -> None:
     else:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for column in ("name", "schedule", "catch-up", "last fire", "next fire", "fired"):
-            table.add_column(column, no_wrap=column in ("name", "fired"))
+            table.add_column(
+                column, no_wrap=column == "fired", overflow="fold", min_width=8 if column == "name" else None
+            )
         for t in report.tasks:
             name = t.name
             if t.declared is False:
