@@ -130,11 +130,16 @@ with recursive gate as materialized (
         from {schema}.jobs as j
         where j.state in ('ready', 'delayed', 'suspended') and j.run_at <= now()
           and j.queue = room.queue and j.name = any(%(names)s::text[])
-          and j.name <> all(array(select name from full_names))
+          -- the blocked scopes as arrays computed once, compared with expressions the planner
+          -- has no statistics for (so it does not guess that nearly every row is blocked, and
+          -- keeps the ordered jobs_due_idx scan that stops at the limit), never an anti-join
+          and (j.name || '') <> all(array(select name from full_names))
           and (j.tenant is null
-               or (j.tenant <> all(array(select tenant from full_tenants))
+               or ((j.tenant || '') <> all(array(select tenant from full_tenants))
                    and %(tenant_cap)s::bigint is distinct from 0 and %(rate_n)s::bigint is distinct from 0))
-          and not exists (select 1 from full_keys as fk where fk.name = j.name and fk.flow_key = j.flow_key)
+          and (j.flow_key is null
+               or j.name || chr(31) || j.flow_key
+                  <> all(array(select fk.name || chr(31) || fk.flow_key from full_keys as fk)))
         order by j.priority desc, j.run_at, j.id
         limit room.slots
         for update skip locked
