@@ -161,12 +161,15 @@ async def test_migration_007_keeps_the_rows_and_the_rules(database_url: str, sch
             "select indexname from pg_indexes where schemaname = %s and tablename = 'jobs'", (schema,)
         ).fetchall()
         # 008: the list walks the primary key; no index on created_at is written on every insert.
+        # 010: the purge's finished rows; 011: the stats' dead and failed counts, index-only.
         assert {name for (name,) in indexes} == {
             "jobs_pkey",
             "jobs_due_idx",
             "jobs_later_idx",
             "jobs_running_lease_idx",
             "jobs_live_key_idx",
+            "jobs_finished_idx",
+            "jobs_failures_idx",
         }
         rows = conn.execute(
             f"select state, attempt, claims, max_attempts, payload from {schema}.jobs order by id"  # type: ignore[arg-type]
