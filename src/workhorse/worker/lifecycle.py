@@ -136,8 +136,8 @@ class Worker:
         self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.stats = WorkerStats()
         self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
-        flow_declared = app.limits is not None or any(app.jobs[n].concurrency is not None for n in self._names)
-        self._table = RunTable(self.concurrency, claim_ahead=not flow_declared)
+        # A job claimed ahead starts a moment after its claim stamped it: under a rate, none is.
+        self._table = RunTable(self.concurrency, claim_ahead=app.limits is None or app.limits.rate_per_tenant is None)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()  # guards _accepting and _drain_deadline (any thread may begin a drain)
         self._accepting = True

@@ -29,8 +29,9 @@ SETTLE_BACKLOG = 10
 class RunTable:
     def __init__(self, concurrency: dict[str, int], *, claim_ahead: bool = True) -> None:
         self.concurrency = concurrency
-        # Under fleet-wide caps a job claimed ahead would hold a slot of the fleet's while it waits
-        # for one of ours, and would start later than its rate stamp says: no claiming ahead.
+        # Under a per-tenant rate a job claimed ahead would start later than the stamp its claim
+        # wrote says: no claiming ahead. (Under caps a job claimed ahead holds its fleet slots
+        # while it waits, at most PREFETCH_WINDOW: it is counted, so no cap is exceeded.)
         self.claim_ahead = claim_ahead
         self.total = sum(concurrency.values())
         self._lock = threading.Lock()
