@@ -57,7 +57,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +64,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from filelock import FileLock, Timeout
 
+from workhorse.embedded_pid import clear_stale_pidfile as _clear_stale_pidfile
+from workhorse.embedded_pid import is_postmaster as _is_postmaster
+from workhorse.embedded_pid import recorded_pid as _recorded_pid
 from workhorse.errors import EmbeddedServerError
 
 if TYPE_CHECKING:
@@ -539,67 +541,6 @@ def _start(h: Path, place: Path, bins: Path, user: pwd.struct_passwd | None, inf
             raise _failed("pg_ctl start", done, f"read {place / 'postgres.log'}", "EMBEDDED_START_FAILED")
         # else something took the port between our check and the server's bind: pick another
     raise AssertionError("unreachable")
-
-
-def _pidfile(data: Path) -> list[str]:
-    try:
-        return (data / "postmaster.pid").read_text().splitlines()
-    except OSError:
-        return []
-
-
-def _recorded_pid(data: Path) -> int | None:
-    lines = _pidfile(data)
-    return int(lines[0]) if lines and lines[0].isdigit() else None
-
-
-def _is_postmaster(pid: int, data: Path) -> bool:
-    """Whether ``pid`` is a live postmaster of ``data``: not gone, not a zombie, not a reused pid."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if not Path("/proc/self/stat").exists():
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and os.fsencode(data) in cmdline.split(b"\0")
-
-
-def _clear_stale_pidfile(data: Path) -> None:
-    # PostgreSQL removes a dead postmaster's pid file itself, but not when that pid is an unreaped
-    # zombie (a SIGKILLed server whose parent is gone) or was reused by another process: both would
-    # wedge every start. Removing the file also drops PostgreSQL's own check that no orphaned backend
-    # still uses the old shared memory, so wait for those to detach first.
-    pid = _recorded_pid(data)
-    if pid is None or _is_postmaster(pid, data):
-        return
-    lines = _pidfile(data)
-    shm = lines[6].split() if len(lines) > 6 else []  # line 7: shared memory key and id
-    deadline = time.monotonic() + 15
-    while len(shm) == 2 and _shm_attached(shm[1]):
-        if time.monotonic() > deadline:
-            raise EmbeddedServerError(
-                cause=f"processes of a killed server (pid {pid}) still use shared memory segment {shm[1]}",
-                fix="end the leftover 'postgres:' processes, then retry",
-                code="EMBEDDED_START_FAILED",
-            )
-        time.sleep(0.1)
-    (data / "postmaster.pid").unlink(missing_ok=True)
-
-
-def _shm_attached(shmid: str) -> bool:
-    with contextlib.suppress(OSError):
-        for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]:
-            fields = row.split()
-            if fields[1] == shmid:
-                return int(fields[6]) > 0
-    return False
 
 
 def _log_tail(place: Path) -> str:

@@ -214,8 +214,11 @@ class PostgresCore:
                 configure=self._opened_one,
             )
             self._pool = pool
+            # Opened with its first connection made: a connect left in flight when a short-lived loop
+            # ends (asyncio.run(job.enqueue(...))) is cancelled inside a pool worker, which
+            # psycopg_pool 3.3 swallows, and asyncio.run then waits for that worker forever.
             with translated():
-                await pool.open(wait=False)
+                await pool.open(wait=True, timeout=10)
         return self._pool
 
     async def _opened_one(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
