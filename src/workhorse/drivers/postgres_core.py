@@ -7,6 +7,7 @@ subclasses it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import weakref
@@ -174,6 +175,7 @@ class PostgresCore:
         self._sync_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
         self._statements: dict[str, LiteralString] = {}
         self._hot: list[psycopg.AsyncConnection[dict[str, Any]]] = []  # see HOT_CONNECTIONS
+        self._opening: asyncio.Lock | None = None
         self._opened: weakref.WeakSet[psycopg.AsyncConnection[dict[str, Any]]] = weakref.WeakSet()  # for abandon()
         self._returns = 0
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
@@ -201,24 +203,33 @@ class PostgresCore:
         return cached
 
     async def _open_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
-        if self._pool is None:
-            pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
-                self.url,
-                min_size=self._min_size,
-                max_size=self._max_size,
-                kwargs=self.connect_kwargs(),
-                open=False,
-                name=f"workhorse:{self.role}",
-                timeout=10,
-                reconnect_timeout=300,  # keep trying with backoff; our loops report each failure
-                configure=self._opened_one,
-            )
-            self._pool = pool
-            # Opened with its first connection made: a connect left in flight when a short-lived loop
-            # ends (asyncio.run(job.enqueue(...))) is cancelled inside a pool worker, which
-            # psycopg_pool 3.3 swallows, and asyncio.run then waits for that worker forever.
-            with translated():
-                await pool.open(wait=True, timeout=10)
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()  # the callers that find no pool wait for the first to open one
+        async with self._opening:
+            if self._pool is None:
+                pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+                    self.url,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    kwargs=self.connect_kwargs(),
+                    open=False,
+                    name=f"workhorse:{self.role}",
+                    timeout=10,
+                    reconnect_timeout=300,  # keep trying with backoff; our loops report each failure
+                    configure=self._opened_one,
+                )
+                # Opened with its first connection made: a connect left in flight when a short-lived
+                # loop ends (asyncio.run(job.enqueue(...))) is cancelled inside a pool worker, which
+                # psycopg_pool 3.3 swallows, and asyncio.run then waits for that worker forever.
+                try:
+                    with translated():
+                        await pool.open(wait=True, timeout=10)
+                except BaseException:
+                    await pool.close()  # the next call opens a fresh one; none is left retrying
+                    raise
+                self._pool = pool
         return self._pool
 
     async def _opened_one(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
@@ -228,7 +239,7 @@ class PostgresCore:
         """The event loop this driver's pool ran on has ended, so the pool cannot be closed: close
         its connections now, synchronously (libpq's own close), and forget the pool. The sync pool
         is untouched (it belongs to no loop)."""
-        pool, self._pool, self._hot = self._pool, None, []
+        pool, self._pool, self._hot, self._opening = self._pool, None, [], None
         if pool is not None:
             # Its worker tasks died with their loop; marked closed, its __del__ does not try to
             # stop them on a loop that is gone (psycopg_pool reads this flag there).
@@ -310,6 +321,7 @@ class PostgresCore:
             return rows
 
     async def close(self) -> None:
+        self._opening = None  # an asyncio.Lock belongs to the loop it was first used on
         if self._pool is not None:
             pool, self._pool = self._pool, None
             hot, self._hot = self._hot, []
