@@ -49,7 +49,7 @@ KEY_BUSY_ERROR = """jsonb_build_object(
 FLOW_CLAIM = (
     """
 with recursive gate as materialized (
-    select 1::bigint as taken from pg_advisory_xact_lock(hashtext('{schema}.flow'), 0)  -- FLOW_LOCK
+    select 1::bigint as taken from pg_advisory_xact_lock(hashtext('{schema}.flow'), 0)  -- the flow lock
 ), wanted as (
     select w.queue, w.slots
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
