@@ -33,6 +33,20 @@ def schema(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def dedicated_database(database_url: str) -> Iterator[str]:
+    """A database nobody else uses, so every statement or connection seen on it is the test's."""
+    name = f"wh_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"create database {name}")  # type: ignore[arg-type]
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    info["dbname"] = name
+    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
+        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
+
+
+@pytest.fixture
 async def pg_app(database_url: str, schema: str) -> AsyncIterator[App]:
     app = App(database_url, schema=schema)
     await app.migrate()

@@ -5,27 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import Iterator
 
 import psycopg
-import pytest
 
 from workhorse import App, JobContext
-
-
-@pytest.fixture
-def dedicated(database_url: str) -> Iterator[str]:
-    """A database of this test's own, so its connection count is the app's alone."""
-    name = f"wh_loops_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"create database {name}")  # type: ignore[arg-type]
-    info = psycopg.conninfo.conninfo_to_dict(database_url)
-    info["dbname"] = name
-    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
-        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
 
 
 def app_connections(database_url: str, name: str, *, at_most: int) -> int:
@@ -44,9 +27,9 @@ def app_connections(database_url: str, name: str, *, at_most: int) -> int:
         time.sleep(0.05)
 
 
-def test_short_lived_loops_do_not_strand_their_pools(database_url: str, dedicated: str) -> None:
-    name = str(psycopg.conninfo.conninfo_to_dict(dedicated)["dbname"])
-    app = App(dedicated)
+def test_short_lived_loops_do_not_strand_their_pools(database_url: str, dedicated_database: str) -> None:
+    name = str(psycopg.conninfo.conninfo_to_dict(dedicated_database)["dbname"])
+    app = App(dedicated_database)
 
     @app.job(name="hello", tenant="none")
     async def hello(ctx: JobContext, payload: int) -> int:
@@ -57,7 +40,7 @@ def test_short_lived_loops_do_not_strand_their_pools(database_url: str, dedicate
         asyncio.run(hello.enqueue(i))
     # the last loop's pool is the only one left open (its loop ended too: the next call closes it)
     assert app_connections(database_url, name, at_most=3) <= 3
-    with psycopg.connect(dedicated, autocommit=True) as conn:
+    with psycopg.connect(dedicated_database, autocommit=True) as conn:
         row = conn.execute("select count(*) from workhorse.jobs").fetchone()
     assert row == (6,)
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from processkit import HERE, Spawn
+from processkit import HERE, Spawn, spawner
 
 
 @pytest.fixture
@@ -37,23 +35,4 @@ def proc_env(database_url: str, schema: str) -> dict[str, str]:
 
 @pytest.fixture
 def spawn(proc_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workhorse", "--app", "procapp:app", "worker", *args],
-            env=proc_env,
-            cwd=HERE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    yield from spawner("procapp:app", proc_env, tmp_path)

@@ -28,7 +28,6 @@ import itertools
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from processkit import HERE, Spawn, wait_for
+from processkit import Spawn, spawner, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -57,27 +56,7 @@ def flow_spawn(proc_env: dict[str, str], database_url: str, schema: str, tmp_pat
     flowapp.SCHEMA = schema
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(flowapp.LEDGER_DDL.format(schema=schema))  # type: ignore[arg-type]
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        log = open(tmp_path / f"flow-worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workhorse", "--app", "flowapp:app", "worker", *args],
-            env=proc_env,
-            cwd=HERE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        proc.wait()
+    yield from spawner("flowapp:app", proc_env, tmp_path)
 
 
 @dataclass
@@ -265,7 +244,7 @@ def test_caps_hold_and_nothing_is_lost_when_workers_are_killed_and_frozen(
     peak, where = sweep(intervals)
     with_tails, _ = sweep(intervals + tails)
 
-    logs = "".join(p.read_text(errors="replace") for p in sorted(tmp_path.glob("flow-worker-*.log")))
+    logs = "".join(p.read_text(errors="replace") for p in sorted(tmp_path.glob("worker-*.log")))
     report = {
         "jobs": total,
         "bodies": len(runs),

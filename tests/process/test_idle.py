@@ -8,8 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import psycopg
@@ -20,20 +18,6 @@ pytestmark = pytest.mark.process
 SETTLE = 2.0  # seconds after the worker registered and its scheduler took the lease: start-up is over
 WINDOW = 60.0  # seconds measured: one whole minute, so every periodic statement is seen at its rate
 BUDGET_PER_MINUTE = 12  # the worker with its scheduler role (issue 3); measured: 6 + 4
-
-
-@pytest.fixture
-def dedicated_database(database_url: str) -> Iterator[str]:
-    """A database nobody else uses, so its transaction counter is the worker's alone."""
-    name = f"wh_idle_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"create database {name}")  # type: ignore[arg-type]
-    info = psycopg.conninfo.conninfo_to_dict(database_url)
-    info["dbname"] = name
-    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
-        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
 
 
 def statements(admin_url: str, name: str, seconds: float) -> dict[str, int]:

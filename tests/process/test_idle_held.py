@@ -14,12 +14,11 @@ import time
 import psycopg
 import pytest
 from processkit import HERE
-from test_idle import dedicated_database, statements
+from test_idle import statements
 
 from workhorse import App, JobContext
 
 pytestmark = pytest.mark.process
-__all__ = ["dedicated_database"]  # the fixture, imported for this module's tests
 
 WINDOW = 30.0  # seconds measured
 IDLE_PER_MINUTE = 6  # a worker without its scheduler role (bench W4: 6.0 a minute)

@@ -12,8 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import psycopg
@@ -132,20 +130,6 @@ def test_the_worker_runs_the_scheduler_role_unless_told_not_to(spawn: Spawn, dat
 STARTUP = 5.0  # seconds of start-up burst before the steady state
 WATCH = 19.0  # seconds from start: the start-up rounds, then one whole 15 s gap to the next round
 BUDGET_PER_MINUTE = 6
-
-
-@pytest.fixture
-def dedicated_database(database_url: str) -> Iterator[str]:
-    """A database nobody else uses, so every statement seen on it is the scheduler's."""
-    name = f"wh_sched_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"create database {name}")  # type: ignore[arg-type]
-    info = psycopg.conninfo.conninfo_to_dict(database_url)
-    info["dbname"] = name
-    yield psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
-        conn.execute(f"drop database if exists {name}")  # type: ignore[arg-type]
 
 
 def statement_times(admin_url: str, name: str, seconds: float) -> list[tuple[str, float, str]]:
