@@ -291,6 +291,8 @@ class PostgresOperate(PostgresCore):
         running = {(r["scope"], r["value"]): int(r["n"]) for r in rows if r["scope"] != "start"}
         starts = {r["value"]: int(r["n"]) for r in rows if r["scope"] == "start"}
         usage = FlowUsage(running, starts)
+        if not names:  # only what holds the caps was asked for (why_waiting): no count to make
+            return usage
         counted = await self.fetch(flow_sql.FLOW_HELD_BACK, flow.blocked_params(flow.full(usage), names))
         return FlowUsage(running, starts, {r["queue"]: int(r["n"]) for r in counted})
 

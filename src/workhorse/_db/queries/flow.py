@@ -29,7 +29,7 @@ rate-spent tenants), so one tenant's backlog does not fill every claim; a candid
 because the walk filled its cap says so (`held`), and the worker claims again at once.
 """
 
-from workhorse._db.queries.jobs import LAPSED_ERROR, errors_appended
+from workhorse._db.queries.jobs import CLAIM_RETURNING, CLAIM_TAKES, LAPSED_ERROR, claim_answer, errors_appended
 
 # What a run refused by its key (when_busy='fail') is settled with.
 KEY_BUSY_ERROR = """jsonb_build_object(
@@ -215,17 +215,18 @@ with recursive gate as materialized (
     + """,
         worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
     where j.id = any(array(select f.id from freed as f where f.ours and f.exhausted))
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 ), claimed as (
     update {schema}.jobs as j
-    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
-        worker_id = %(worker_id)s,
-        lease_expires_at = now() + %(visibility)s::float8 * interval '1 second',
-        started_at = now(), updated_at = now()
+    """
+    + CLAIM_TAKES
+    + """
     where j.id = any(array(select judged.id from judged where judged.verdict = 'taken'))
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 ), refused as (
     update {schema}.jobs as j
     set state = 'failed', attempt = j.attempt + 1, claims = j.claims + 1,
@@ -238,8 +239,9 @@ with recursive gate as materialized (
         worker_id = null, lease_expires_at = null, started_at = now(), finished_at = now(), updated_at = now()
     from judged as c
     where j.id = c.id and c.verdict = 'refused'
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 ), revoked as (
     -- a lapsed lease this claim freed and did not take: its holder's next renewal misses
     update {schema}.jobs as j
@@ -290,27 +292,8 @@ with recursive gate as materialized (
         from starts as s where s.n >= %(rate_n)s::bigint
     ) as n
 )
-select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null::float8 as next_due
-from claimed
-union all
-select 'buried', id::text, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null
-from buried
-union all
-select 'refused', id::text, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null
-from refused
-union all
-select 'next', null, null, null, null, null, null, null, null, null, null, null, null, null, seconds
-from next_due
-where seconds is not null
-union all
-select 'held', null, null, null, null, null, null, null, null, null, null, null, null, null, count(*)::float8
-from judged
-where judged.verdict = 'held'
-having count(*) > 0
 """
+    + claim_answer("buried", "refused", next_due=True, held=True)
 )
 
 # What holds the caps now, for the operator surface (``flow_usage``): running rows with live

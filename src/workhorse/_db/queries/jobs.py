@@ -177,6 +177,41 @@ join unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[]) as k(name,
 where j.state in ('ready', 'delayed', 'running', 'suspended')
 """
 
+# What every claim writes on the rows it takes: an attempt spent, the fence moved, the lease.
+CLAIM_TAKES = """    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+        worker_id = %(worker_id)s,
+        lease_expires_at = now() + %(visibility)s::float8 * interval '1 second',
+        started_at = now(), updated_at = now()"""
+
+# What every claim's writes answer, for claim_answer's rows.
+CLAIM_RETURNING = """    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error"""
+
+
+def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
+    """A claim's answer, one shape for every claim statement: a row per job of its `claimed` CTE
+    (kind 'claimed'), then of each CTE named in ``arms`` (kind = the CTE's name: 'buried',
+    'refused'); with ``next_due``, the `next_due` CTE's seconds (kind 'next'); with ``held``, how
+    many candidates the `judged` CTE passed over (kind 'held', in the next_due column)."""
+    rows = [
+        "select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,\n"
+        "       claims, priority, created_at, run_at, last_error, null::float8 as next_due\nfrom claimed"
+    ]
+    for arm in arms:
+        rows.append(
+            f"select '{arm}', id::text, name, queue, tenant, state, payload, attempt, max_attempts,\n"
+            f"       claims, priority, created_at, run_at, last_error, null\nfrom {arm}"
+        )
+    blank = ", ".join(["null"] * 13)
+    if next_due:
+        rows.append(f"select 'next', {blank}, seconds\nfrom next_due\nwhere seconds is not null")
+    if held:
+        rows.append(
+            f"select 'held', {blank}, count(*)::float8\nfrom judged\nwhere judged.verdict = 'held'\nhaving count(*) > 0"
+        )
+    return "\n" + "\nunion all\n".join(rows) + "\n"
+
+
 # The claim: every wanted queue in ONE statement, each up to its own free slots. A paused queue
 # (a row in queue_pauses) is dropped from `wanted`, so no arm (nor next_due) reads it; running
 # jobs of it are untouched. Per queue, two arms, each locking with SKIP LOCKED so concurrent
@@ -246,17 +281,18 @@ with wanted as (
     + """,
         worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
     where j.id = any(array(select lapsed.id from lapsed where lapsed.exhausted))
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 ), claimed as (
     update {schema}.jobs as j
-    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
-        worker_id = %(worker_id)s,
-        lease_expires_at = now() + %(visibility)s * interval '1 second',
-        started_at = now(), updated_at = now()
+    """
+    + CLAIM_TAKES
+    + """
     where j.id = any(array(select picked.id from picked))  -- pkey lookups, whatever the plan guesses
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 ), counted as (
     insert into {schema}.counters as c (tier, bucket, queue, name, failed, dead, lapsed)
     select 'minute', date_trunc('minute', now()), e.queue, e.name,
@@ -291,24 +327,15 @@ with wanted as (
          limit 1)
     ) as n
 )
-select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null::float8 as next_due
-from claimed
-union all
-select 'buried', id::text, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null
-from buried
-union all
-select 'next', null, null, null, null, null, null, null, null, null, null, null, null, null, seconds
-from next_due
-where seconds is not null
 """
+    + claim_answer("buried", next_due=True)
 )
 
 # The lean claim a busy worker runs while every claim comes back full: the due arm only, no
 # lapsed-lease sweep, no next-due probe (the worker still runs the full CLAIM at least once a
 # second), so it moves no counter. Paused queues are dropped as in CLAIM. Same output shape.
-CLAIM_DUE = """
+CLAIM_DUE = (
+    """
 with wanted as (
     select w.queue, w.slots
     from unnest(%(queues)s::text[], %(slots)s::int[]) as w(queue, slots)
@@ -326,18 +353,17 @@ with wanted as (
     ) as d
 ), claimed as (
     update {schema}.jobs as j
-    set state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
-        worker_id = %(worker_id)s,
-        lease_expires_at = now() + %(visibility)s * interval '1 second',
-        started_at = now(), updated_at = now()
+    """
+    + CLAIM_TAKES
+    + """
     where j.id = any(array(select due.id from due))  -- pkey lookups: a generic plan would guess a hash join
-    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error
+    """
+    + CLAIM_RETURNING
+    + """
 )
-select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
-       claims, priority, created_at, run_at, last_error, null::float8 as next_due
-from claimed
 """
+    + claim_answer()
+)
 
 # Renew the worker's registry row and every lease it holds, in ONE statement (idle or busy, a
 # worker issues one of these per beat). Job rows not returned are no longer ours. A lapsed lease
