@@ -23,11 +23,6 @@ def key_busy_error(row: _Row) -> str:
     return json.dumps({"type": "JobKeyBusy", "code": "JOB_KEY_BUSY", "message": message, "traceback": None})
 
 
-def counted(flow: FlowRules, row: _Row) -> bool:
-    """`running`'s filter: does some cap count this running row?"""
-    return flow.counts(row.name, row.queue, row.tenant)
-
-
 def _claim_order(candidate: tuple[int, _Row]) -> tuple[int, int, datetime | None, str]:
     """`candidates`' window order: the lapsed arm first (by lease), then the due arm."""
     arm, r = candidate
@@ -45,7 +40,7 @@ class MemoryFlow(MemoryCore):
         now = self._now()
         wanted = {q: n for q, n in wants.items() if n > 0 and q not in self._pauses}
         name_set = set(names)
-        running = [r for r in self._rows.values() if r.state == "running" and counted(flow, r)]
+        running = [r for r in self._rows.values() if r.state == "running" and flow.counts(r.name, r.queue, r.tenant)]
         freed = [r for r in running if r.lease_expires_at is not None and r.lease_expires_at < now]
         freed_ids = {r.id for r in freed}
         held = [r for r in running if r.id not in freed_ids]
