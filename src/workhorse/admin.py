@@ -21,6 +21,7 @@ same code, cause and fix, and a refused call changes nothing:
 from __future__ import annotations
 
 import builtins
+import math
 import re
 import uuid
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ from workhorse.drivers.base import (
     BulkFilter,
     BulkResult,
     BulkVerb,
+    CounterSum,
     FlowRules,
     Job,
     ListFilter,
@@ -75,6 +77,7 @@ class AdminSource(DriverSource, Protocol):
 MAX_PAGE = 200
 DEFAULT_PAGE = 100
 DEFAULT_WINDOW = "1h"
+MAX_MINUTES_WINDOW = 7200  # seconds of minute counters kept before the rollup folds them (two hours)
 _HEX = re.compile(r"^[0-9a-f]{1,32}$")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
@@ -416,6 +419,19 @@ class Admin:
             return PurgeReport({}, 0, dry_run)
         purged = await self._driver.purge(policy, dry_run=dry_run)
         return PurgeReport(purged.removed, purged.steps, dry_run)
+
+    async def counter_minutes(self, since: Duration = DEFAULT_WINDOW) -> builtins.list[tuple[datetime, CounterSum]]:
+        """The per-minute outcome counters of every (queue, job name) over the last ``since`` (at
+        most two hours: older minutes are folded into hours), oldest first: the dashboard's charts."""
+        seconds = to_seconds(since, what="since", allow_zero=False)
+        if seconds > MAX_MINUTES_WINDOW:
+            raise ConfigurationError(
+                code="WINDOW_INVALID",
+                cause=f"since expected at most {MAX_MINUTES_WINDOW // 60} minutes (older minute counters are "
+                f"folded into hours), got {since!r}",
+                fix="app.admin.counter_minutes('1h')",
+            )
+        return await self._driver.counter_minutes(max(1, math.ceil(seconds / 60)))
 
     async def rollup(self) -> int:
         """Fold old minute counters into hours and hours into days (the scheduler leader does this)."""

@@ -7,7 +7,7 @@ operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, 
 embedded server), ``demo``.
 """
 
-from workhorse.cli import db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
+from workhorse.cli import dashboard, db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -22,6 +22,7 @@ for _command in (
     *retention.COMMANDS,
     *export.COMMANDS,
     metrics.metrics,
+    dashboard.dashboard,
     db.db,
     demo.demo,
 ):

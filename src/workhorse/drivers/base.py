@@ -191,6 +191,10 @@ class OperateRole(Protocol):
         """Fold minute buckets older than two hours into hours, and hour buckets older than two days
         into days, each move in one statement so no count is folded twice; answers rows folded."""
 
+    async def counter_minutes(self, minutes: int) -> list[tuple[datetime, CounterSum]]:
+        """The 'minute' counter rows of the last ``minutes`` minutes (the current one included),
+        one per (bucket, queue, name), oldest first: the dashboard's charts."""
+
 
 # -- durable steps and events (``workhorse.steps``) -----------------------------------------------
 

@@ -301,3 +301,16 @@ class MemoryOperate(MemoryCore):
             now = self._now()
             folded += self._fold("hour", "day", _trunc(now - timedelta(days=2), "day"))
         return folded
+
+    async def counter_minutes(self, minutes: int) -> list[tuple[datetime, CounterSum]]:
+        with self._lock:
+            start = _trunc(self._now(), "minute") - timedelta(minutes=minutes - 1)
+            rows = sorted(
+                (bucket, queue, name, list(values))
+                for (tier, bucket, queue, name), values in self._counters.items()
+                if tier == "minute" and bucket >= start
+            )
+        return [
+            (bucket, CounterSum(queue, name, completed=v[0], retried=v[1], failed=v[2], dead=v[3], lapsed=v[4]))
+            for bucket, queue, name, v in rows
+        ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import psycopg.errors
@@ -14,6 +15,7 @@ import psycopg.errors
 from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
+from workhorse._db.queries import series as series_sql
 from workhorse._db.queries import steps as step_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
@@ -302,6 +304,24 @@ class PostgresOperate(PostgresCore):
             rows = await self.fetch(statement)
             folded += int(rows[0]["folded"])
         return folded
+
+    async def counter_minutes(self, minutes: int) -> list[tuple[datetime, CounterSum]]:
+        rows = await self.fetch(series_sql.COUNTER_MINUTES, {"minutes": minutes})
+        return [
+            (
+                r["bucket"],
+                CounterSum(
+                    r["queue"],
+                    r["name"],
+                    completed=int(r["completed"]),
+                    retried=int(r["retried"]),
+                    failed=int(r["failed"]),
+                    dead=int(r["dead"]),
+                    lapsed=int(r["lapsed"]),
+                ),
+            )
+            for r in rows
+        ]
 
 
 def _shown(r: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,34 @@
+// workhorse dashboard: progressive enhancement only. Every page works without this file.
+(function () {
+  "use strict";
+  // Actions: ask before posting. Accepted, the form says so (confirm=yes) and the server acts;
+  // without this script the server answers with a page asking to confirm instead.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.classList.contains("act")) return;
+    var question = form.getAttribute("data-confirm") || "Are you sure?";
+    if (!window.confirm(question)) { event.preventDefault(); return; }
+    var field = document.createElement("input");
+    field.type = "hidden"; field.name = "confirm"; field.value = "yes";
+    form.appendChild(field);
+  });
+
+  // The overview's live refresh: the queue table's markup, rendered (and escaped) by the server,
+  // fetched every few seconds while the tab is visible and swapped in place.
+  var live = document.getElementById("live");
+  if (!live) return;
+  var every = Math.max(1, parseFloat(live.getAttribute("data-every") || "5")) * 1000;
+  var url = live.getAttribute("data-live");
+  var busy = false;
+  function refresh() {
+    if (busy || document.hidden) return;
+    busy = true;
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { if (html !== null) { live.innerHTML = html; live.setAttribute("data-refreshed", String(Date.now())); } })
+      .catch(function () {})
+      .then(function () { busy = false; });
+  }
+  setInterval(refresh, every);
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) refresh(); });
+})();
