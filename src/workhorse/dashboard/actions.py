@@ -7,18 +7,17 @@ posts it again with ``confirm=yes``. A refused verb answers the CLI's code, caus
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from workhorse.dashboard.security import DashboardRefusal
+from workhorse.app import App
+from workhorse.dashboard.security import DashboardRefusal, Guard
 from workhorse.drivers.base import BulkResult
 from workhorse.errors import WorkhorseError
-
-if TYPE_CHECKING:
-    from workhorse.dashboard.web import Dashboard
 
 MAX_FORM = 16_384  # bytes an action's form may carry (a few short fields)
 JOB_VERBS = {
@@ -31,10 +30,26 @@ BULK_VERBS = {"requeue": "Requeue", "cancel": "Cancel", "promote": "Promote"}
 QUEUE_VERBS = {"pause": "Pause", "resume": "Resume"}
 
 
+class Pages(Protocol):
+    """What the actions need of the dashboard (``workhorse.dashboard.web.Dashboard``)."""
+
+    app: App
+    guard: Guard
+    read_only: bool
+
+    def base(self, request: Request) -> str: ...
+
+    def url(self, request: Request, path: str, query: Mapping[str, Any] | None = None) -> str: ...
+
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse: ...
+
+    def refusal(self, request: Request, error: WorkhorseError, **context: Any) -> HTMLResponse: ...
+
+
 class Actions:
     """The POST routes of one dashboard."""
 
-    def __init__(self, dashboard: Dashboard) -> None:
+    def __init__(self, dashboard: Pages) -> None:
         self.dashboard = dashboard
 
     async def _form(self, request: Request) -> dict[str, str]:

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workhorse.app import App
-from workhorse.dashboard import charts, views
+from workhorse.dashboard import actions, charts, views
 from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefusal, Guard
 from workhorse.errors import (
     ConfigurationError,
@@ -326,8 +326,6 @@ class Gate:
 
 def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: float) -> Starlette:
     """The dashboard of ``app`` (see ``workhorse.dashboard.make_asgi_app``)."""
-    from workhorse.dashboard import actions
-
     if isinstance(refresh_seconds, bool) or not isinstance(refresh_seconds, int | float) or refresh_seconds < 1:
         raise ConfigurationError(
             code="DASHBOARD_REFRESH_INVALID",
