@@ -34,8 +34,25 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workhorse.app import App
-from workhorse.dashboard import actions, charts, views
+from workhorse.dashboard.actions import Actions
+from workhorse.dashboard.charts import bars, hour_of, state_mix
 from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefusal, Guard
+from workhorse.dashboard.views import (
+    OVERVIEW_STATES,
+    ago,
+    bulk_verbs,
+    error_line,
+    job_filters,
+    job_verbs,
+    number,
+    percent,
+    pretty,
+    progress_fraction,
+    progress_line,
+    span,
+    stamp,
+    step_views,
+)
 from workhorse.errors import (
     ConfigurationError,
     DatabaseError,
@@ -146,32 +163,32 @@ class Dashboard:
         minutes = await self.app.admin.counter_minutes("1h")
         per_minute = [(bucket, c.queue, c.completed, c.retried + c.failed + c.dead) for bucket, c in minutes]
         rows = []
-        totals = dict.fromkeys(views.OVERVIEW_STATES, 0)
+        totals = dict.fromkeys(OVERVIEW_STATES, 0)
         for q in stats.queues:
-            counts = {state: getattr(q, state) for state in views.OVERVIEW_STATES}
+            counts = {state: getattr(q, state) for state in OVERVIEW_STATES}
             for state, n in counts.items():
                 totals[state] += n
-            hour = charts.hour_of(per_minute, q.queue, stats.at)
+            hour = hour_of(per_minute, q.queue, stats.at)
             rows.append(
                 {
                     "queue": q.queue,
                     "counts": counts,
-                    "oldest": None if q.oldest_ready_age is None else views.span(q.oldest_ready_age),
+                    "oldest": None if q.oldest_ready_age is None else span(q.oldest_ready_age),
                     "throughput": q.throughput,
                     "failure_rate": q.failure_rate,
                     "completed": q.completed,
                     "failures": q.failures + q.retried,
                     "paused": q.paused,
                     "held_back": q.held_back,
-                    "chart": charts.bars(hour),
-                    "mix": charts.state_mix(list(counts.items())),
+                    "chart": bars(hour),
+                    "mix": state_mix(list(counts.items())),
                 }
             )
         return {
             "stats": stats,
             "rows": rows,
             "totals": totals,
-            "states": views.OVERVIEW_STATES,
+            "states": OVERVIEW_STATES,
             "at": stats.at,
             "completed_hour": sum(q.completed for q in stats.queues),
             "failures_hour": sum(q.failures + q.retried for q in stats.queues),
@@ -181,8 +198,8 @@ class Dashboard:
         params = dict(request.query_params)
         context: dict[str, Any] = {"page": "jobs", "filters": params, "jobs": [], "next": None, "prev": None}
         try:
-            filters = views.job_filters(params)
-            context.update(filters=filters.values, query=filters.query(), bulk=views.bulk_verbs(filters.get("state")))
+            filters = job_filters(params)
+            context.update(filters=filters.values, query=filters.query(), bulk=bulk_verbs(filters.get("state")))
             page = await self.app.admin.list(
                 **filters.list_arguments(), after=params.get("after") or None, before=params.get("before") or None
             )
@@ -217,15 +234,15 @@ class Dashboard:
             page="jobs",
             job=job,
             now=datetime.now(UTC),  # clock-ok: relative times, display only
-            verbs=[] if self.read_only else views.job_verbs(job),
-            steps=views.step_views(job),
+            verbs=[] if self.read_only else job_verbs(job),
+            steps=step_views(job),
             attempts=list(reversed(attempts)),
             waiting=waiting,
-            payload=views.pretty(job.payload),
-            result=None if job.result is None else views.pretty(job.result),
-            progress=views.progress_line(job.progress),
-            fraction=views.progress_fraction(job.progress),
-            step_names=[s.name for s in views.step_views(job)],
+            payload=pretty(job.payload),
+            result=None if job.result is None else pretty(job.result),
+            progress=progress_line(job.progress),
+            fraction=progress_fraction(job.progress),
+            step_names=[s.name for s in step_views(job)],
         )
 
     async def workers(self, request: Request) -> Response:
@@ -340,16 +357,16 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         lstrip_blocks=True,
     )
     templates.filters.update(
-        ago=views.ago,
-        span=views.span,
-        number=views.number,
-        percent=views.percent,
-        stamp=views.stamp,
-        error_line=views.error_line,
-        progress_line=views.progress_line,
+        ago=ago,
+        span=span,
+        number=number,
+        percent=percent,
+        stamp=stamp,
+        error_line=error_line,
+        progress_line=progress_line,
     )
     dashboard = Dashboard(app, Guard(token), bool(read_only), float(refresh_seconds), templates)
-    act = actions.Actions(dashboard)
+    act = Actions(dashboard)
     routes = [
         Route("/", dashboard.overview, name="overview"),
         Route("/overview/live", dashboard.overview_live, name="overview_live"),
