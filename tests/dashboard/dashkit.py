@@ -26,8 +26,12 @@ def declare(app: App) -> dict[str, Any]:
 
     @app.job(queue="reports", tenant="none")
     async def steps(ctx: JobContext, payload: dict[str, Any]) -> str:
+        ctx.progress((1, 3), "fetching rows")
         first = await ctx.step.run("fetch", lambda: {"rows": 3})
+        ctx.progress((2, 3), "rendering")
         await ctx.step.run("render", lambda: f"{first['rows']} rows")
+        if payload.get("cool_down"):
+            await ctx.step.sleep("cool-down", payload["cool_down"])
         return "done"
 
     app_state: dict[str, Any] = {"healed": False, "work": work, "steps": steps}
