@@ -18,13 +18,13 @@ def declare(app: App) -> dict[str, Any]:
     """The jobs of the tests: ``work`` dead-letters when its payload says ``fail`` (and the
     ``flip`` file's absence), else answers its payload; ``steps`` records two steps."""
 
-    @app.job(queue="emails", tenant=lambda p: p.get("org", "none"))
+    @app.job("emails.send", queue="emails", tenant=lambda p: p.get("org", "none"))
     async def work(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         if payload.get("fail") and not app_state["healed"]:
             raise TerminalError(payload.get("message", "provider down"))
         return {"ok": True, "echo": payload.get("message")}
 
-    @app.job(queue="reports", tenant="none")
+    @app.job("reports.monthly", queue="reports", tenant="none")
     async def steps(ctx: JobContext, payload: dict[str, Any]) -> str:
         ctx.progress((1, 3), "fetching rows")
         first = await ctx.step.run("fetch", lambda: {"rows": 3})
@@ -33,6 +33,14 @@ def declare(app: App) -> dict[str, Any]:
         if payload.get("cool_down"):
             await ctx.step.sleep("cool-down", payload["cool_down"])
         return "done"
+
+    @app.task("reports.nightly", cron="0 2 * * *", tenant="none", queue="reports")
+    async def nightly(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
+
+    @app.task("emails.digest", every="15m", tenant="none", queue="emails")
+    async def digest(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
 
     app_state: dict[str, Any] = {"healed": False, "work": work, "steps": steps}
     return app_state

@@ -54,6 +54,18 @@ def stamp(when: datetime | None) -> str:
     return "" if when is None else when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def when_text(value: Any) -> str:
+    """An ISO time as a record's JSON spells it (``2026-01-31T09:00:05.123+00:00``), shown as ``stamp``."""
+    if isinstance(value, datetime):
+        return stamp(value)
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        return stamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return value
+
+
 def number(value: int | float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
 
@@ -149,9 +161,9 @@ def step_views(job: Job) -> list[StepView]:
             key = step.get("key")
             detail = f"waiting for event {step['event']!r}" + (f" with key {key!r}" if key is not None else "")
             if step.get("wake_at"):
-                detail += f", until {step['wake_at']}"
+                detail += f", until {when_text(step['wake_at'])}"
         elif state == "sleeping" and step.get("wake_at"):
-            detail = f"sleeping until {step['wake_at']}"
+            detail = f"sleeping until {when_text(step['wake_at'])}"
         result = step.get("result")
         out.append(
             StepView(

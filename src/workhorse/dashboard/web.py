@@ -52,6 +52,7 @@ from workhorse.dashboard.views import (
     span,
     stamp,
     step_views,
+    when_text,
 )
 from workhorse.errors import (
     ConfigurationError,
@@ -221,13 +222,11 @@ class Dashboard:
             waiting = await self.app.admin.why_waiting(job)
         except WorkhorseError as error:
             return self.refusal(request, error, page="jobs")
+        # Every failed attempt's error, newest first; the latest one keeps its whole traceback.
         last = job.last_error or {}
-        attempts = [dict(e) for e in job.errors]
-        if last and not any(e.get("attempt") == last.get("attempt") for e in attempts):
-            attempts.append(dict(last))
-        for entry in attempts:  # the whole traceback is kept for the latest failed attempt only
-            if entry.get("attempt") == last.get("attempt") or len(attempts) == 1:
-                entry.setdefault("traceback", last.get("traceback"))
+        attempts = [dict(e) for e in job.errors] or ([dict(last)] if last else [])
+        if attempts and last.get("traceback"):
+            attempts[-1].setdefault("traceback", last["traceback"])
         return self.render(
             request,
             "job.html",
@@ -362,6 +361,7 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         number=number,
         percent=percent,
         stamp=stamp,
+        when=when_text,
         error_line=error_line,
         progress_line=progress_line,
     )
