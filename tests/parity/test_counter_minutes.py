@@ -1,0 +1,40 @@
+"""``app.admin.counter_minutes``: the per-minute counter rows the dashboard's charts draw, the same
+on both drivers, summing to what ``snapshot`` counts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from test_counters import EXPECTED_COUNTERS, drain_mix
+
+from workhorse import App, ConfigurationError
+from workhorse.drivers.base import CounterSum
+
+
+async def test_the_minutes_of_the_last_hour_sum_to_the_counters(app: App) -> None:
+    await drain_mix(app)
+    minutes = await app.admin.counter_minutes("1h")
+    assert minutes, "the settles of this minute are in the minute tier"
+    now = (await app.admin.snapshot(60)).now
+    sums: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for bucket, row in minutes:
+        assert bucket.second == 0 and bucket.microsecond == 0
+        assert 0 <= (now - bucket).total_seconds() < 3600
+        for i, value in enumerate((row.completed, row.retried, row.failed, row.dead, row.lapsed)):
+            sums[(row.queue, row.name)][i] += value
+    got = [CounterSum(q, n, *v) for (q, n), v in sorted(sums.items())]
+    assert got == EXPECTED_COUNTERS
+    assert [b for b, _ in minutes] == sorted(b for b, _ in minutes)  # oldest first
+
+
+async def test_an_empty_store_has_no_minutes(app: App) -> None:
+    assert await app.admin.counter_minutes("10m") == []
+
+
+@pytest.mark.parametrize("since", ["3h", "0s", -5, "soon"])
+async def test_a_window_past_the_minute_tier_or_no_window_is_refused(app: App, since: Any) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await app.admin.counter_minutes(since)
+    assert refused.value.code in ("WINDOW_INVALID", "DURATION_INVALID", "CONFIG_INVALID")
