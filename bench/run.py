@@ -18,6 +18,8 @@ W2   one worker process drains N no-op jobs (burst)  vs  one process: claim 100/
 W2cap  W2 under Limits(per_tenant=5), 100 orgs      vs  W2's uncapped drain, same run (``flow_bench.py``)
 W3   enqueue->start latency, one job every 20 ms     vs  INSERT+pg_notify, a raw LISTEN loop claiming
 W4   statements per idle minute of `workhorse worker` (pg_stat_database xact deltas) vs the peer figure
+D1   the dashboard at 1,000,000 jobs (200,000 with --quick): ms per overview refresh and page, statements
+     a refresh runs, the plans' scans (``dashboard_bench.py``)
 W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the plain claim on 10 ready
      jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
 """
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import dashboard_bench
 import flow_bench
 import psycopg
 import raw
@@ -81,7 +84,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -603,6 +606,7 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "W3": w3,
     "W4": w4,
     "W5": flow_bench.w5,
+    "D1": dashboard_bench.d1,
 }
 
 
@@ -746,6 +750,9 @@ def brief(name: str, r: dict[str, Any]) -> str:
         )
     if name == "W4":
         return f"{r['workhorse']['statements_per_min']:.1f} statements/min"
+    if name == "D1":
+        refresh = r["overview_refresh"]
+        return f"refresh {refresh['median_ms']:.1f} ms, {refresh['statements_per_refresh']:g} statements"
     if name == "W5":
         return (
             f"flow claim p50 {r['workhorse']['p50_ms']:.2f} ms vs plain {r['baseline']['p50_ms']:.2f} ms; "
