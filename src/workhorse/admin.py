@@ -421,8 +421,9 @@ class Admin:
         return PurgeReport(purged.removed, purged.steps, dry_run)
 
     async def counter_minutes(self, since: Duration = DEFAULT_WINDOW) -> builtins.list[tuple[datetime, CounterSum]]:
-        """The per-minute outcome counters of every (queue, job name) over the last ``since`` (at
-        most two hours: older minutes are folded into hours), oldest first: the dashboard's charts."""
+        """The per-minute outcome counters of every queue (summed over its job names; ``name`` is
+        "") over the last ``since`` (at most two hours: older minutes are folded into hours),
+        oldest first: the dashboard's charts."""
         seconds = to_seconds(since, what="since", allow_zero=False)
         if seconds > MAX_MINUTES_WINDOW:
             raise ConfigurationError(

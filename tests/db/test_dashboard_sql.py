@@ -162,7 +162,8 @@ async def test_the_dashboards_statements_are_index_backed_at_a_million_rows(pg_a
     assert "Index Only Scan using jobs_failures_idx" in snapshot, snapshot
     # A range of the primary key (tier, bucket, ...): the minute rows of the hour, not the year beside them.
     assert "Index Scan on counters_pkey" in minutes and "'minute'::text) AND (bucket >= " in minutes, minutes
-    assert "(actual rows=4800 " in minutes, minutes  # 60 minutes x 8 queues x 10 names
+    # 60 minutes x 8 queues x 10 names read (59 when a minute turned since the fill), summed per queue.
+    assert re.search(r"Index Scan on counters_pkey \(actual rows=(4800|4720) ", minutes), minutes
     assert "jobs_pkey" in dead_page, dead_page
 
     # What the dashboard answers from them, at this size: one refresh and one filtered page.
@@ -170,7 +171,7 @@ async def test_the_dashboards_statements_are_index_backed_at_a_million_rows(pg_a
     stats = await pg_app.admin.stats("1h")
     series = await pg_app.admin.counter_minutes("1h")
     refresh = time.monotonic() - started
-    assert len(stats.queues) == 8 and len(series) == 60 * 80
+    assert len(stats.queues) == 8 and len(series) in (60 * 8, 59 * 8)
     assert sum(q.dead for q in stats.queues) == ROWS * 2 // 100
     started = time.monotonic()
     page = await pg_app.admin.list(state="dead", queue="q3", limit=50)

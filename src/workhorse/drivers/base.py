@@ -192,8 +192,8 @@ class OperateRole(Protocol):
         into days, each move in one statement so no count is folded twice; answers rows folded."""
 
     async def counter_minutes(self, minutes: int) -> list[tuple[datetime, CounterSum]]:
-        """The 'minute' counter rows of the last ``minutes`` minutes (the current one included),
-        one per (bucket, queue, name), oldest first: the dashboard's charts."""
+        """The 'minute' counters of the last ``minutes`` minutes (the current one included), summed
+        per (bucket, queue) over the job names (``name`` is ""), oldest first: the dashboard's charts."""
 
 
 # -- durable steps and events (``workhorse.steps``) -----------------------------------------------

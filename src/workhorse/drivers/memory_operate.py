@@ -305,12 +305,13 @@ class MemoryOperate(MemoryCore):
     async def counter_minutes(self, minutes: int) -> list[tuple[datetime, CounterSum]]:
         with self._lock:
             start = _trunc(self._now(), "minute") - timedelta(minutes=minutes - 1)
-            rows = sorted(
-                (bucket, queue, name, list(values))
-                for (tier, bucket, queue, name), values in self._counters.items()
-                if tier == "minute" and bucket >= start
-            )
+            sums: dict[tuple[datetime, str], list[int]] = {}
+            for (tier, bucket, queue, _name), values in self._counters.items():
+                if tier == "minute" and bucket >= start:
+                    total = sums.setdefault((bucket, queue), [0, 0, 0, 0, 0])
+                    for i, value in enumerate(values):
+                        total[i] += value
         return [
-            (bucket, CounterSum(queue, name, completed=v[0], retried=v[1], failed=v[2], dead=v[3], lapsed=v[4]))
-            for bucket, queue, name, v in rows
+            (bucket, CounterSum(queue, "", completed=v[0], retried=v[1], failed=v[2], dead=v[3], lapsed=v[4]))
+            for (bucket, queue), v in sorted(sums.items())
         ]
