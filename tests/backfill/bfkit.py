@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -11,6 +13,7 @@ from psycopg.rows import dict_row
 from workhorse.context import JobContext
 
 ROWS = 100  # the rows of `items` the bfapp fixture creates
+Spawn = Callable[..., subprocess.Popen[bytes]]
 
 
 def items(url: str, schema: str) -> list[tuple[int, str | None, int]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,7 @@ from types import ModuleType
 
 import psycopg
 import pytest
-from bfkit import ROWS
+from bfkit import ROWS, Spawn
 
 HERE = Path(__file__).parent
 
@@ -43,3 +45,33 @@ def bfapp(bf_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, database_url:
         module.create_items(conn, ROWS)
     yield module
     asyncio.run(module.app.close())
+
+
+@pytest.fixture
+def worker(bf_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
+    """Start `workhorse --app bfapp:app worker ARGS...` subprocesses (``env`` adds variables), each
+    logging to ``tmp_path/worker-N.log``; at the end each one still running is drained, else killed."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workhorse", "--app", "bfapp:app", "worker", "--no-scheduler", *args],
+            env={**bf_env, **(env or {})},
+            cwd=HERE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        proc.wait()
