@@ -206,3 +206,63 @@ async def test_the_memory_driver_refuses_backfills() -> None:
         with pytest.raises(BackfillError) as info:
             await call
         assert "memory driver" in _error(info, "BACKFILL_POSTGRES_ONLY").cause
+
+
+def test_every_ledger_statement_prepares(bfapp: ModuleType, database_url: str, schema: str) -> None:
+    """Each constant of _db/queries/backfill.py is parsed, planned and type-checked by the server."""
+    import re
+
+    from workhorse._db.queries import backfill as sql
+
+    names = [n for n, v in vars(sql).items() if n.isupper() and isinstance(v, str) and "{table}" not in v]
+    names.remove("LEDGER_COLUMNS")
+    assert len(names) == 14
+
+    def numbered(text: str) -> str:
+        params: dict[str, int] = {}
+        return re.sub(r"%\((\w+)\)s", lambda m: f"${params.setdefault(m.group(1), len(params) + 1)}", text)
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for name in names:
+            text = numbered(getattr(sql, name).replace("{schema}", schema))
+            conn.execute(f"prepare check_stmt as {text}")  # type: ignore[arg-type]
+            conn.execute("deallocate check_stmt")
+
+
+async def test_a_cursor_that_is_not_json_fails_the_pass_at_once(
+    bfapp: ModuleType, database_url: str, schema: str
+) -> None:
+    @bfapp.app.backfill("bad-cursor", tenant="none")
+    async def bad_cursor(conn: object, cursor: object, limit: int) -> object:
+        await conn.execute(f"update {schema}.items set slug = 'x'")  # type: ignore[attr-defined]
+        return object()
+
+    started = await bf.start(bfapp.app, "bad-cursor")
+    await _work(bfapp)
+    [row] = passes(database_url, schema)
+    assert row["status"] == "failed" and "BACKFILL_CURSOR_INVALID" in row["error"] and row["batches"] == 0
+    assert all(slug is None for _, slug, _ in items(database_url, schema))
+    job = await bfapp.app.get_job(started.job_id)
+    assert job is not None and job.state == "dead" and job.attempt == 1
+
+
+async def test_a_dry_run_batch_that_raises_is_a_refusal(bfapp: ModuleType, database_url: str, schema: str) -> None:
+    with pytest.raises(BackfillError) as info:
+        await bf.dry_run(bfapp.app, "breaks")
+    assert "RuntimeError: the batch broke" in _error(info, "BACKFILL_BATCH_FAILED").cause
+    assert all(slug is None for _, slug, _ in items(database_url, schema))
+
+
+async def test_rows_per_second_paces_the_pass(bfapp: ModuleType, database_url: str, schema: str) -> None:
+    @bfapp.app.backfill("paced", tenant="none", batch_size=10, rows_per_second=100)
+    async def paced(conn: object, cursor: object, limit: int) -> object:
+        n = int(cursor or 0) + 10
+        return bf.Batch(n if n <= 40 else None, rows=10)
+
+    started = await bf.start(bfapp.app, "paced")
+    began = asyncio.get_running_loop().time()
+    await run_pass(bfapp.app, context(started.job_id), {"backfill": "paced", "pass": started.pass_id})
+    took = asyncio.get_running_loop().time() - began
+    [row] = passes(database_url, schema)
+    assert row["status"] == "completed" and row["rows"] == 50 and row["batches"] == 5
+    assert took >= 0.35  # four waits of ~0.1 s (10 rows at 100 rows/s) between five batches

@@ -103,3 +103,12 @@ def cursor_invalid(name: str, value: object) -> BackfillError:
         "the cursor is checkpointed in the ledger as JSON",
         fix="return an int, str, list or dict (e.g. the last id the batch changed), or Batch(cursor, rows=n)",
     )
+
+
+def batch_failed(name: str, batch: int, error: Exception) -> BackfillError:
+    return BackfillError(
+        code="BACKFILL_BATCH_FAILED",
+        cause=f"batch {batch} of backfill {name!r}'s dry run raised {type(error).__name__}: {error} "
+        "(it was rolled back, like every dry-run batch)",
+        fix=f"fix the function of backfill {name!r}, then: workhorse backfill run {name}",
+    )

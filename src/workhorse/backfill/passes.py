@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from workhorse.backfill.declaration import JOB_NAME, Backfill, environment, our_migration, registry
-from workhorse.backfill.errors import BackfillError, migration_pending, stalled, unknown, wrong_environment
+from workhorse.backfill.errors import (
+    BackfillError,
+    batch_failed,
+    migration_pending,
+    stalled,
+    unknown,
+    wrong_environment,
+)
 from workhorse.context import JobContext
 from workhorse.drivers.postgres_backfill import PassLedger, open_ledger
 from workhorse.errors import TerminalError
@@ -135,10 +142,15 @@ async def dry_run(app: BackfillApp, backfill: Backfill, *, batches: int) -> DryR
                 report.remaining = int(await backfill.count(ledger.conn))
         cursor: Any = None
         for n in range(1, batches + 1):
-            async with ledger.transaction(rollback=True):
-                started = time.monotonic()
-                next_cursor, rows = backfill.step(await backfill.fn(ledger.conn, cursor, backfill.batch_size))
-                took = time.monotonic() - started
+            try:
+                async with ledger.transaction(rollback=True):
+                    started = time.monotonic()
+                    next_cursor, rows = backfill.step(await backfill.fn(ledger.conn, cursor, backfill.batch_size))
+                    took = time.monotonic() - started
+            except BackfillError:
+                raise
+            except Exception as error:
+                raise batch_failed(backfill.name, n, error) from error
             report.batches.append({"batch": n, "rows": rows, "cursor": next_cursor, "seconds": round(took, 4)})
             report.rows += rows
             if next_cursor is None:
@@ -222,6 +234,9 @@ async def run_pass(app: BackfillApp, ctx: JobContext, payload: dict[str, Any]) -
                 await _pace(ctx, backfill, result.rows, time.monotonic() - started)
         except (TerminalError, asyncio.CancelledError):
             raise
+        except BackfillError as error:  # the function answered what no retry changes (a cursor not JSON)
+            await ledger.fail(pass_id, str(error))
+            raise TerminalError(str(error)) from error
         except Exception as error:
             if ctx.is_final_attempt and not ctx.draining and not ctx.cancelled:
                 await ledger.fail(pass_id, f"{type(error).__name__}: {error}")

@@ -93,9 +93,13 @@ def _print_statuses(found: list[BackfillStatus], only_pending: bool) -> None:
         if latest is None:
             table.add_row(s.backfill.name, styled("never run", "dim"), "-", "-", "-", "-", "; ".join(notes))
             continue
+        shown = latest["status"]
+        progress = latest.get("progress") or {}
+        if shown == "running" and isinstance(progress.get("total"), int):
+            shown += f" {progress['fraction'] * 100:.0f}%"
         table.add_row(
             s.backfill.name,
-            styled(latest["status"], STATUS_STYLES.get(latest["status"], "")),
+            styled(shown, STATUS_STYLES.get(latest["status"], "")),
             f"{latest['rows']:,}",
             f"{latest['batches']:,}",
             ago(latest["finished_at"]),
