@@ -16,7 +16,7 @@ from workhorse.backfill import BackfillStatus, DryRun, PassStarted, dry_run, rea
 from workhorse.backfill.api import DRY_RUN_BATCHES, LIVE_STATES
 from workhorse.backfill.errors import BackfillError, failed, pending, stalled
 from workhorse.cli.main import FAILED, REFUSED, Refusal, State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, print_refusal, stdout, styled
+from workhorse.cli.output import ago, emit_json, print_refusal, stderr, stdout, styled
 from workhorse.errors import ConfigurationError
 
 WAIT_POLL = 0.5  # seconds between two reads of a followed pass
@@ -90,6 +90,8 @@ def _print_statuses(found: list[BackfillStatus], only_pending: bool) -> None:
             notes.append(f"not declared for {s.environment}")
         if s.changed:
             notes.append("declaration changed since this pass")
+        if latest is not None and latest["status"] == "running" and latest["job_state"] not in LIVE_STATES:
+            notes.append("its job ended unfinished: the next --write marks it failed")
         if latest is None:
             table.add_row(s.backfill.name, styled("never run", "dim"), "-", "-", "-", "-", "; ".join(notes))
             continue
@@ -155,7 +157,16 @@ def run_backfill(state: State, *, name: str, write: bool, wait: bool, force: boo
                 f"follow it: workhorse backfill ls, workhorse show {started.job_id}"
             )
         return
-    final = run_with_app(app, lambda a: _follow(a, started, quiet=as_json))
+    if not as_json:
+        stdout().print(
+            f"pass {started.pass_id} of {name} queued as job {started.job_id}; following it (a worker runs it; "
+            "Ctrl-C stops following, not the pass)"
+        )
+    try:
+        final = run_with_app(app, lambda a: _follow(a, started, quiet=as_json))
+    except KeyboardInterrupt:
+        stderr().print(f"stopped following; pass {started.pass_id} goes on: workhorse backfill ls")
+        click.get_current_context().exit(130)
     error = _ended_badly(final)
     if error is not None:
         raise Refusal(error, FAILED)
