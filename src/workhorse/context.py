@@ -89,6 +89,10 @@ class JobContext:
     the database: once a second at most, the worker writes every run's newest report in one
     statement (each fenced on its claim, like every write of the run). The latest report is
     written with the settle in any case.
+
+    ``draining`` turns true when the worker holding the run begins a drain; a body working in
+    committed units may then call ``hand_back()`` between two of them: the run goes back ``ready``,
+    attempt unspent, now rather than at the drain's cut-off (a backfill pass does).
     """
 
     id: str
