@@ -145,8 +145,7 @@ async def one_pass(app: App, url: str, schema: str, rows: int, name: str, *, for
     }
 
 
-async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    url = os.environ["WORKHORSE_DATABASE_URL"]
+async def bench(args: argparse.Namespace, url: str) -> dict[str, Any]:
     schema = f"bench_bf_{secrets.token_hex(4)}"
     app = App(url, schema=schema)
     declare(app, schema)
@@ -156,10 +155,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             await conn.execute(f"create table {schema}.items (id int primary key, name text not null, slug text)")  # type: ignore[arg-type]
             for low in range(1, args.rows + 1, CHUNK):
                 high = min(low + CHUNK - 1, args.rows)
-                await conn.execute(
-                    f"insert into {schema}.items (id, name) select i, 'Item ' || i from generate_series(%s::int, %s::int) as i",  # type: ignore[arg-type]
-                    (low, high),
-                )
+                fill = f"insert into {schema}.items (id, name) select i, 'Item ' || i "
+                fill += "from generate_series(%s::int, %s::int) as i"
+                await conn.execute(fill, (low, high))  # type: ignore[arg-type]
             await conn.execute(f"vacuum analyze {schema}.items")  # type: ignore[arg-type]
         log(f"{args.rows:,} rows in {schema}.items; baseline probe for {args.baseline_seconds:g}s")
         baseline = await asyncio.to_thread(
@@ -195,8 +193,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 async def bf_workload(b: Any) -> dict[str, Any]:
     """``bench/run.py``'s BF: the same measurement at a size that fits a bench run."""
     rows = 20_000 if b.sizes.drain <= 4_000 else 200_000
-    os.environ.setdefault("WORKHORSE_DATABASE_URL", b.url)
-    return await bench(argparse.Namespace(rows=rows, baseline_seconds=3.0, paced=None))
+    return await bench(argparse.Namespace(rows=rows, baseline_seconds=3.0, paced=None), b.url)
 
 
 def main() -> None:
@@ -209,7 +206,7 @@ def main() -> None:
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
     parser.add_argument("--paced", type=int, default=None, help="also a pass capped at this many rows/s")
     args = parser.parse_args()
-    result = asyncio.run(bench(args))
+    result = asyncio.run(bench(args, os.environ["WORKHORSE_DATABASE_URL"]))
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
