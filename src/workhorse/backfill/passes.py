@@ -36,7 +36,7 @@ from workhorse.backfill.errors import (
     unknown,
     wrong_environment,
 )
-from workhorse.context import JobContext
+from workhorse.context import HandBack, JobContext
 from workhorse.drivers.postgres_backfill import PassLedger, open_ledger
 from workhorse.errors import TerminalError
 from workhorse.retry import Retry
@@ -212,11 +212,11 @@ async def run_pass(app: BackfillApp, ctx: JobContext, payload: dict[str, Any]) -
             )  # fmt: skip
         done, batches = int(state["rows"]), int(state["batches"])
         total = None
-        if backfill.count is not None:
-            async with ledger.transaction():
-                total = done + int(await backfill.count(ledger.conn))
-        _progress(ctx, done, total, batches)
         try:
+            if backfill.count is not None:
+                async with ledger.transaction():
+                    total = done + int(await backfill.count(ledger.conn))
+            _progress(ctx, done, total, batches)
             while True:
                 started = time.monotonic()
                 result = await apply_batch(ledger, backfill, pass_id)
@@ -232,7 +232,7 @@ async def run_pass(app: BackfillApp, ctx: JobContext, payload: dict[str, Any]) -
                 if ctx.draining:
                     ctx.hand_back()
                 await _pace(ctx, backfill, result.rows, time.monotonic() - started)
-        except (TerminalError, asyncio.CancelledError):
+        except (TerminalError, HandBack, asyncio.CancelledError):
             raise
         except BackfillError as error:  # the function answered what no retry changes (a cursor not JSON)
             await ledger.fail(pass_id, str(error))
