@@ -22,6 +22,8 @@ D1   the dashboard at 1,000,000 jobs (200,000 with --quick): ms per overview ref
      a refresh runs, the plans' scans (``dashboard_bench.py``)
 W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the plain claim on 10 ready
      jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
+BF   a backfill pass's rows/s over 200,000 rows (20,000 with --quick), and a live single-row update's
+     p50/p99 beside it vs without it (``backfill_bench.py``; 1,000,000 rows: run it directly)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import backfill_bench
 import dashboard_bench
 import flow_bench
 import psycopg
@@ -84,7 +87,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1", "BF")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -607,6 +610,7 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "W4": w4,
     "W5": flow_bench.w5,
     "D1": dashboard_bench.d1,
+    "BF": backfill_bench.bf_workload,
 }
 
 
@@ -757,6 +761,11 @@ def brief(name: str, r: dict[str, Any]) -> str:
         return (
             f"flow claim p50 {r['workhorse']['p50_ms']:.2f} ms vs plain {r['baseline']['p50_ms']:.2f} ms; "
             f"B all started in {r['fairness']['all_started_ms']:.0f} ms"
+        )
+    if name == "BF":
+        return (
+            f"{r['pass']['rows_per_s']:,} rows/s; update p99 {r['pass']['update_latency_during']['p99_ms']:.2f} ms "
+            f"during vs {r['baseline']['p99_ms']:.2f} ms without"
         )
     return f"{r['workhorse']['jobs_per_s']:,.0f} vs {r['baseline']['jobs_per_s']:,.0f} jobs/s ({r['ratio']:.2f}x)"
 
@@ -923,6 +932,16 @@ def table(doc: dict[str, Any]) -> Table:
             "",
             "",
         )
+    if "BF" in w:
+        r = w["BF"]
+        during, base = r["pass"]["update_latency_during"], r["baseline"]
+        t.add_row(f"BF backfill pass, {r['rows']:,} rows", f"{r['pass']['rows_per_s']:,} rows/s", "", "", "", "", "")
+        t.add_row(
+            "BF update beside it, p50 / p99",
+            f"{during['p50_ms']:.2f} / {during['p99_ms']:.2f} ms",
+            f"{base['p50_ms']:.2f} / {base['p99_ms']:.2f} ms (no pass)",
+            "", "", "", "",
+        )  # fmt: skip
     return t
 
 

@@ -328,6 +328,30 @@ class App:
             decorator(name)
         return decorator
 
+    def backfill(
+        self,
+        name: str,
+        *,
+        tenant: str,
+        batch_size: int = 500,
+        environments: tuple[str, ...] | None = None,
+        requires: Any = None,
+        count: Callable[[Any], Any] | None = None,
+        pause: Duration | None = None,
+        rows_per_second: float | None = None,
+    ) -> Callable[[Callable[..., Any]], Any]:
+        """Declare a backfill: ``async def fn(conn, cursor, limit) -> next_cursor | None``, run in
+        batches by the built-in job ``workhorse.backfill``. See ``workhorse.backfill``."""
+        from workhorse.backfill import declare
+
+        def decorate(fn: Callable[..., Any]) -> Any:
+            return declare(
+                self, name, fn, tenant=tenant, batch_size=batch_size, environments=environments,
+                requires=requires, count=count, pause=pause, rows_per_second=rows_per_second,
+            )  # fmt: skip
+
+        return decorate
+
     # -- running ------------------------------------------------------------------------------
 
     def worker(

@@ -61,6 +61,14 @@ class RunHooks(Protocol):
     def progress_requested(self) -> None:
         """The run has a new report to write (called from the body's thread or loop)."""
 
+    def draining(self) -> bool:
+        """The worker holding the run began a drain (it claims nothing more)."""
+
+
+class HandBack(Exception):
+    """Raised by ``ctx.hand_back()``: the body stopped at a safe point during a drain; the run goes
+    back ``ready`` with its attempt unspent, as a drain's cut-off would hand it back."""
+
 
 @dataclass
 class JobContext:
@@ -81,6 +89,10 @@ class JobContext:
     the database: once a second at most, the worker writes every run's newest report in one
     statement (each fenced on its claim, like every write of the run). The latest report is
     written with the settle in any case.
+
+    ``draining`` turns true when the worker holding the run begins a drain; a body working in
+    committed units may then call ``hand_back()`` between two of them: the run goes back ``ready``,
+    attempt unspent, now rather than at the drain's cut-off (a backfill pass does).
     """
 
     id: str
@@ -143,6 +155,26 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         return self._cancelled
+
+    @property
+    def draining(self) -> bool:
+        """True once the worker holding this run began a drain (SIGTERM, ``worker.stop()``). A long
+        body that works in units can then stop between two of them with ``ctx.hand_back()``
+        instead of running on until the drain's cut-off. False outside a worker."""
+        hooks = self._hooks
+        return hooks is not None and hooks.draining()
+
+    def hand_back(self) -> None:
+        """Stop now and give the run back ``ready``, attempt unspent (only while ``draining``): the
+        next worker to claim it runs it again from the top, so call it between units whose work is
+        already committed. Raises ``HandBack``, which the worker catches."""
+        if not self.draining:
+            raise ConfigurationError(
+                code="HAND_BACK_INVALID",
+                cause=f"job {self.name!r} called ctx.hand_back() while its worker is not draining",
+                fix="if ctx.draining: ctx.hand_back()",
+            )
+        raise HandBack
 
     @property
     def cancel_reason(self) -> str | None:

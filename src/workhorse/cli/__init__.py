@@ -7,7 +7,21 @@ operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, 
 embedded server), ``demo``.
 """
 
-from workhorse.cli import dashboard, db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
+from workhorse.cli import (
+    backfill,
+    dashboard,
+    db,
+    demo,
+    export,
+    fleet,
+    jobs,
+    metrics,
+    queues,
+    retention,
+    run,
+    tasks,
+    verbs,
+)
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -21,6 +35,7 @@ for _command in (
     *queues.COMMANDS,
     *retention.COMMANDS,
     *export.COMMANDS,
+    *backfill.COMMANDS,
     metrics.metrics,
     dashboard.dashboard,
     db.db,

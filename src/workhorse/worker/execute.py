@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from workhorse.context import JobContext
+from workhorse.context import HandBack, JobContext
 from workhorse.drivers.base import Claimed, Outcome
 from workhorse.errors import JobCancelledError, LeaseLostError, PayloadError, StepError
 from workhorse.failures import error_json
@@ -113,6 +113,10 @@ async def execute(
             return _cancelled_verdict(run)
         raise
     except JobCancelledError:
+        return _cancelled_verdict(run)
+    except HandBack:  # ctx.hand_back() during a drain: back ready, unspent, like the cut-off's
+        if not run.reasons:
+            run.reasons.append("drain")
         return _cancelled_verdict(run)
     except (LeaseLostError, NotStarted):
         if not run.reasons:  # a fenced step write found the claim gone before the heartbeat did,

@@ -461,6 +461,7 @@ class Worker:
             renewed_at=asked_at,
             body_driver=lambda: app.driver,  # the body loop's driver, resolved when a step runs there
             on_progress=self._parts.progress.requested,
+            drain_begun=lambda: not self._accepting,
             thread_alive=not handle.is_async,
         )
         ctx._hooks = held
