@@ -193,9 +193,10 @@ class Outbox:
         """``migrate`` on a synchronous psycopg ``Connection``."""
         return migrate_on_callers_sync(conn, self.schema, self._migration_plan())
 
-    def migrate_source(self, url: str) -> list[int]:
-        """``migrate`` on a connection of its own to ``url`` (``workhorse outbox migrate --source``)."""
-        return migrate_url(url, self.schema, self._migration_plan())
+    def migrate_source(self, url: str, *, shown: str | None = None) -> list[int]:
+        """``migrate`` on a connection of its own to ``url`` (``workhorse outbox migrate --source``);
+        ``shown`` is the URL as a refusal prints it (a password hidden)."""
+        return migrate_url(url, self.schema, self._migration_plan(), url if shown is None else shown)
 
     def _migration_plan(self) -> Plan:
         """The migration as statements, free of I/O: each is sent its rows; returns what it applied."""

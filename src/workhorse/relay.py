@@ -156,7 +156,7 @@ class Relay:
         """Connect to each source once, directly: DATABASE_UNAVAILABLE with PostgreSQL's reason, or
         OUTBOX_NOT_MIGRATED, before a relay starts (``workhorse relay`` calls it)."""
         for url in self.sources:
-            check_source(url, self.schema)
+            check_source(url, self.schema, redact(url))
 
     # -- the run -------------------------------------------------------------------------------------
 

@@ -4,10 +4,10 @@ One module per concept: ``main`` (root options, app loading, refusals), ``run`` 
 worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
 operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats),
 ``retention`` (purge), ``metrics`` (the Prometheus exposition, once or served), ``db`` (the
-embedded server), ``demo``.
+embedded server), ``demo``, ``outbox`` (outbox migrate, relay).
 """
 
-from workhorse.cli import db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
+from workhorse.cli import db, demo, export, fleet, jobs, metrics, outbox, queues, retention, run, tasks, verbs
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -21,6 +21,7 @@ for _command in (
     *queues.COMMANDS,
     *retention.COMMANDS,
     *export.COMMANDS,
+    *outbox.COMMANDS,
     metrics.metrics,
     db.db,
     demo.demo,

@@ -109,22 +109,36 @@ def migrate_on_callers_sync(conn: Any, schema: str, plan: Plan) -> list[int]:
                 return applied
 
 
-def migrate_url(url: str, schema: str, plan: Plan) -> list[int]:
+def migrate_url(url: str, schema: str, plan: Plan, shown: str) -> list[int]:
     """``plan`` on a connection of its own to ``url`` (``workhorse outbox migrate --source URL``)."""
-    with translated(schema), psycopg.connect(url, connect_timeout=10, application_name="workhorse:cli") as conn:
+    with connect_direct(url, shown) as conn:
         return migrate_on_callers_sync(conn, schema, plan)
 
 
-def check_source(url: str, schema: str) -> None:
-    """Connect once, directly: an unreachable source is DATABASE_UNAVAILABLE with PostgreSQL's own
-    reason, a source without the staging table OUTBOX_NOT_MIGRATED (``workhorse relay`` at start)."""
-    with (
-        translated(schema),
-        psycopg.connect(url, connect_timeout=10, application_name="workhorse:cli", autocommit=True) as conn,
-    ):
+def source_unavailable(shown: str, error: BaseException) -> DatabaseError:
+    return DatabaseError(
+        code="OUTBOX_SOURCE_UNAVAILABLE",
+        cause=f"the source database {shown} could not be reached: {error}".strip(),
+        fix="check the server is up and the --source URL is right: psql 'URL'",
+    )
+
+
+def connect_direct(url: str, shown: str) -> psycopg.Connection[Any]:
+    """One direct connection to a source, outside any pool; an unreachable source is
+    OUTBOX_SOURCE_UNAVAILABLE with PostgreSQL's own reason (``shown``: the URL as printed)."""
+    try:
+        return psycopg.connect(url, connect_timeout=10, application_name="workhorse:cli", autocommit=True)
+    except psycopg.Error as error:
+        raise source_unavailable(shown, error) from error
+
+
+def check_source(url: str, schema: str, shown: str) -> None:
+    """Connect once, directly: an unreachable source is OUTBOX_SOURCE_UNAVAILABLE, a source
+    without the staging table OUTBOX_NOT_MIGRATED (``workhorse relay`` checks before it starts)."""
+    with translated(schema), connect_direct(url, shown) as conn:
         row = conn.execute(sql.TABLE_EXISTS, {"table": f"{schema}.outbox"}).fetchone()
     if not (row and row[0]):
-        raise not_migrated(schema)
+        raise not_migrated(schema, f" ({shown})")
 
 
 def _job(row: dict[str, Any]) -> NewJob:
