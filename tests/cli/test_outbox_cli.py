@@ -44,7 +44,7 @@ def test_migrate_then_relay_moves_every_staged_row(database_url: str, schema: st
     assert sorted(job["id"] for job in listed["jobs"]) == sorted(ids)
 
 
-def test_relay_refuses_a_source_without_its_staging_table(database_url: str, schema: str, dedicated_database: str) -> None:
+def test_relay_refuses_a_source_with_no_staging_table(database_url: str, schema: str, dedicated_database: str) -> None:
     assert invoke(database_url, schema, "migrate").exit_code == 0
     error = refused(
         invoke(database_url, schema, "relay", "--source", dedicated_database, "--burst", "--json"),
