@@ -188,7 +188,7 @@ CLAIM_TAKES = """    set state = 'running', attempt = j.attempt + 1, claims = j.
 
 # What every claim's writes answer, for claim_answer's rows.
 CLAIM_RETURNING = """    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error"""
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error, j.traceparent"""
 
 
 def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
@@ -198,14 +198,14 @@ def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
     many candidates the `judged` CTE passed over (kind 'held', in the next_due column)."""
     rows = [
         "select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-        "       claims, priority, created_at, run_at, last_error, null::float8 as next_due\nfrom claimed"
+        "       claims, priority, created_at, run_at, last_error, traceparent, null::float8 as next_due\nfrom claimed"
     ]
     for arm in arms:
         rows.append(
             f"select '{arm}', id::text, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-            f"       claims, priority, created_at, run_at, last_error, null\nfrom {arm}"
+            f"       claims, priority, created_at, run_at, last_error, traceparent, null\nfrom {arm}"
         )
-    blank = ", ".join(["null"] * 13)
+    blank = ", ".join(["null"] * 14)
     if next_due:
         rows.append(f"select 'next', {blank}, seconds\nfrom next_due\nwhere seconds is not null")
     if held:
