@@ -20,6 +20,8 @@ W3   enqueue->start latency, one job every 20 ms     vs  INSERT+pg_notify, a raw
 W4   statements per idle minute of `workhorse worker` (pg_stat_database xact deltas) vs the peer figure
 W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the plain claim on 10 ready
      jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
+OB   the transactional outbox: staged->queued latency on an idle relay vs a plain enqueue's; a relay's
+     rows/s on a 100,000-row backlog vs enqueue_many in calls of the same size (``outbox_bench.py``)
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import flow_bench
+import outbox_bench
 import psycopg
 import raw
 from psycopg import sql
@@ -81,7 +84,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "OB")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -603,6 +606,7 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "W3": w3,
     "W4": w4,
     "W5": flow_bench.w5,
+    "OB": outbox_bench.outbox,
 }
 
 
@@ -739,6 +743,8 @@ async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 
 def brief(name: str, r: dict[str, Any]) -> str:
+    if name == "OB":
+        return outbox_bench.brief(r)
     if name == "W3":
         return (
             f"p50 {r['workhorse']['p50_ms']:.2f} ms vs {r['baseline']['p50_ms']:.2f} ms, "
@@ -916,6 +922,9 @@ def table(doc: dict[str, Any]) -> Table:
             "",
             "",
         )
+    if "OB" in w:
+        for row in outbox_bench.rows(w["OB"]):
+            t.add_row(*row)
     return t
 
 
