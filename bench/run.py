@@ -24,6 +24,8 @@ W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the pla
      jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
 BF   a backfill pass's rows/s over 200,000 rows (20,000 with --quick), and a live single-row update's
      p50/p99 beside it vs without it (``backfill_bench.py``; 1,000,000 rows: run it directly)
+OB   the transactional outbox: staged->queued latency on an idle relay vs a plain enqueue's; a relay's
+     rows/s on a 100,000-row backlog vs enqueue_many in calls of the same size (``outbox_bench.py``)
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from urllib.parse import urlsplit, urlunsplit
 import backfill_bench
 import dashboard_bench
 import flow_bench
+import outbox_bench
 import psycopg
 import raw
 from psycopg import sql
@@ -87,7 +90,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1", "BF")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1", "BF", "OB")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -611,6 +614,7 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "W5": flow_bench.w5,
     "D1": dashboard_bench.d1,
     "BF": backfill_bench.bf_workload,
+    "OB": outbox_bench.outbox,
 }
 
 
@@ -747,6 +751,8 @@ async def bench(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 
 def brief(name: str, r: dict[str, Any]) -> str:
+    if name == "OB":
+        return outbox_bench.brief(r)
     if name == "W3":
         return (
             f"p50 {r['workhorse']['p50_ms']:.2f} ms vs {r['baseline']['p50_ms']:.2f} ms, "
@@ -942,6 +948,9 @@ def table(doc: dict[str, Any]) -> Table:
             f"{base['p50_ms']:.2f} / {base['p99_ms']:.2f} ms (no pass)",
             "", "", "", "",
         )  # fmt: skip
+    if "OB" in w:
+        for row in outbox_bench.rows(w["OB"]):
+            t.add_row(*row)
     return t
 
 

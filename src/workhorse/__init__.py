@@ -30,6 +30,7 @@ from workhorse.errors import (
 )
 from workhorse.flow import Concurrency, Limits, Rate
 from workhorse.jobs import JobHandle, Outcome
+from workhorse.outbox import Outbox
 from workhorse.retention import PurgeReport, Retention
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
@@ -51,6 +52,7 @@ __all__ = [
     "Limits",
     "MemoryDriver",
     "OperatorRefusedError",
+    "Outbox",
     "Outcome",
     "Page",
     "PayloadError",

@@ -20,6 +20,7 @@ from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
+from workhorse.tracing import current_traceparent
 
 R = TypeVar("R")
 Body = Callable[[JobContext, Any], Awaitable[R]] | Callable[[JobContext, Any], R]
@@ -228,6 +229,7 @@ class JobHandle(Generic[R]):
             run_at=when[0],
             delay=when[1],
             flow_key=None if self._flow_key is None else self._flow_key.key_for(payload, self.name),
+            traceparent=current_traceparent(),
         )
 
     async def enqueue(
@@ -256,7 +258,7 @@ class JobHandle(Generic[R]):
         conn: Any = None,
     ) -> list[JobRef]:
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
-        if keys is None and delay is None and run_at is None and self._flow_key is None:
+        if keys is None and delay is None and run_at is None and self._flow_key is None and not current_traceparent():
             self._check_payloads(payloads)
             rows = self._ready_rows(payloads, self._priority(priority))  # built as the driver writes
             return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)

@@ -4,7 +4,7 @@ One module per concept: ``main`` (root options, app loading, refusals), ``run`` 
 worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
 operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats),
 ``retention`` (purge), ``metrics`` (the Prometheus exposition, once or served), ``db`` (the
-embedded server), ``demo``.
+embedded server), ``demo``, ``outbox`` (outbox migrate, relay).
 """
 
 from workhorse.cli import (
@@ -16,6 +16,7 @@ from workhorse.cli import (
     fleet,
     jobs,
     metrics,
+    outbox,
     queues,
     retention,
     run,
@@ -36,6 +37,7 @@ for _command in (
     *retention.COMMANDS,
     *export.COMMANDS,
     *backfill.COMMANDS,
+    *outbox.COMMANDS,
     metrics.metrics,
     dashboard.dashboard,
     db.db,

@@ -55,13 +55,14 @@ from workhorse.drivers.memory_core import (
 from workhorse.drivers.memory_enqueue import MemoryEnqueue
 from workhorse.drivers.memory_leadership import MemoryLeadership
 from workhorse.drivers.memory_operate import _SNAPSHOT_STATES, MemoryOperate
+from workhorse.drivers.memory_outbox import MemoryOutbox
 from workhorse.drivers.memory_retention import MemoryRetention
 from workhorse.drivers.memory_steps import PURGE_BATCH, MemorySteps
 from workhorse.drivers.memory_work import _FINISHING, _OUTCOMES, MemoryWork
 
 
 class MemoryDriver(
-    MemoryEnqueue, MemoryWork, MemoryOperate, MemorySteps, MemoryLeadership, MemoryRetention, MemoryCore
+    MemoryOutbox, MemoryEnqueue, MemoryWork, MemoryOperate, MemorySteps, MemoryLeadership, MemoryRetention, MemoryCore
 ):
     """The ``Driver`` in one process. ``clock`` is its database clock (default: UTC wall time)."""
 

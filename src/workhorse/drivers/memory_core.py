@@ -134,6 +134,7 @@ class _Row:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     flow_key: str | None = None  # the Concurrency(key=) key answered at enqueue
+    traceparent: str | None = None  # stamped at enqueue (workhorse.tracing)
 
     def slot(self) -> _KeySlot | None:
         """This row's place in ``jobs_live_key_idx`` (the key counts only while the row is live)."""
@@ -181,7 +182,7 @@ class _Row:
             dead_letter=self.dead_letter, claims=self.claims, worker_id=self.worker_id,
             lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
-            errors=_load(self.errors) or [], flow_key=self.flow_key,
+            errors=_load(self.errors) or [], flow_key=self.flow_key, traceparent=self.traceparent,
         )  # fmt: skip
 
     def bury(self, now: datetime) -> Buried:
@@ -222,7 +223,7 @@ class _Row:
         return Claimed(
             id=self.id, name=self.name, queue=self.queue, tenant=self.tenant, payload=_load(self.payload),
             attempt=self.attempt, max_attempts=self.max_attempts, claims=self.claims,
-            priority=self.priority, created_at=self.created_at, run_at=self.run_at,
+            priority=self.priority, created_at=self.created_at, run_at=self.run_at, traceparent=self.traceparent,
         )  # fmt: skip
 
 

@@ -69,7 +69,7 @@ class MemoryEnqueue(MemoryCore):
                     state="delayed" if due > now else "ready", priority=new.priority,
                     payload=new.payload, key=new.key, max_attempts=new.max_attempts,
                     dead_letter=new.dead_letter, run_at=due, created_at=now, updated_at=now,
-                    flow_key=new.flow_key,
+                    flow_key=new.flow_key, traceparent=new.traceparent,
                 )  # fmt: skip
                 if slot is not None:
                     held[slot] = job_id

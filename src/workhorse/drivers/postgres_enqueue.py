@@ -33,6 +33,7 @@ def _insert_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
         "run_ats": [j.run_at for j in jobs],
         "delays": [j.delay for j in jobs],
         "flow_keys": [j.flow_key for j in jobs],
+        "traceparents": [j.traceparent for j in jobs],
         "channel": channel,
     }
 
@@ -65,8 +66,8 @@ def _wire_text(value: str | int | bool | None) -> bytes | None:
 
 
 def _plain(job: NewJob) -> bool:
-    """No key (idempotency or concurrency) and due now: INSERT_READY carries it."""
-    return job.key is None and job.run_at is None and not job.delay and job.flow_key is None
+    """No key (idempotency or concurrency), due now, no trace: INSERT_READY carries it."""
+    return job.key is None and job.run_at is None and not job.delay and job.flow_key is None and job.traceparent is None
 
 
 def _copyable(jobs: Sequence[NewJob]) -> bool:
@@ -240,6 +241,7 @@ class PostgresEnqueue(PostgresCore):
                 "run_at": job.run_at,
                 "delay": job.delay,
                 "flow_key": job.flow_key,
+                "traceparent": job.traceparent,
                 "channel": self.channel,
             }
         return self.q(sql.INSERT_MANY), _insert_params(pending, self.channel)

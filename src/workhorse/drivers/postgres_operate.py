@@ -70,6 +70,7 @@ def _job(row: dict[str, Any]) -> Job:
         finished_at=row["finished_at"],
         updated_at=row["updated_at"],
         flow_key=row.get("flow_key"),
+        traceparent=row.get("traceparent"),
     )
 
 

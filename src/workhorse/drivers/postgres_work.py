@@ -149,6 +149,7 @@ class PostgresWork(PostgresCore):
                         priority=r["priority"],
                         created_at=r["created_at"],
                         run_at=r["run_at"],
+                        traceparent=r["traceparent"],
                     )
                 )
         # The statement does not promise an order across arms; hand jobs out in claim order.

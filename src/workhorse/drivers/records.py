@@ -44,6 +44,7 @@ class NewJob:
     run_at: datetime | None
     delay: float
     flow_key: str | None = None  # the Concurrency(key=) key, when the job declares one
+    traceparent: str | None = None  # the W3C traceparent current at enqueue (workhorse.tracing), if any
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class Job:
     # ``last_error`` keeps the latest one whole, with its traceback.
     errors: list[dict[str, Any]] = field(default_factory=list)
     flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
+    traceparent: str | None = None  # the W3C traceparent stamped at enqueue or staging, if any
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -135,6 +137,7 @@ class Claimed:
     priority: int
     created_at: datetime
     run_at: datetime
+    traceparent: str | None = None  # the attempt's span continues this trace (workhorse.tracing)
 
 
 @dataclass(frozen=True)

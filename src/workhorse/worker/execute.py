@@ -26,6 +26,7 @@ from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
 from workhorse.retry import Decision, decide
 from workhorse.steps import StepSuspension
+from workhorse.tracing import attempt_span
 
 log = logging.getLogger("workhorse.worker")
 
@@ -96,7 +97,9 @@ async def execute(
             extra={"job_id": c.id, "job": c.name, "queue": c.queue, "attempt": c.attempt, "worker_id": ctx.worker_id},
         )  # fmt: skip
     try:
-        value = await _call(run, pool, on_thread_exit, lease_open)
+        c = run.claimed
+        with attempt_span(c.name, c.id, c.queue, c.attempt, c.traceparent):  # nothing without OpenTelemetry
+            value = await _call(run, pool, on_thread_exit, lease_open)
         if run.reasons:  # a cancel landed but the body swallowed it and returned
             return _cancelled_verdict(run)
         try:

@@ -75,7 +75,7 @@ JOB_COLUMNS = (
     + """ as state,
     j.priority, j.payload, j.result, j.last_error, j.errors, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
-    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key
+    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key, j.traceparent
 """
 )
 
@@ -87,20 +87,22 @@ JOB_COLUMNS = (
 INSERT_MANY = """
 with timed as (
     select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
-           coalesce(t.run_at, now() + t.delay * interval '1 second') as due, t.flow_key
+           coalesce(t.run_at, now() + t.delay * interval '1 second') as due, t.flow_key, t.traceparent
     from unnest(
         %(ids)s::uuid[], %(names)s::text[], %(queues)s::text[], %(tenants)s::text[],
         %(payloads)s::text[], %(keys)s::text[], %(priorities)s::int[], %(max_attempts)s::int[],
-        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[], %(flow_keys)s::text[]
-    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key)
+        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[], %(flow_keys)s::text[],
+        %(traceparents)s::text[]
+    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key,
+           traceparent)
 ), inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
-        max_attempts, dead_letter, run_at, flow_key
+        max_attempts, dead_letter, run_at, flow_key, traceparent
     )
     select id, name, queue, tenant,
            case when due > now() then 'delayed' else 'ready' end,
-           priority, payload::jsonb, key, max_attempts, dead_letter, due, flow_key
+           priority, payload::jsonb, key, max_attempts, dead_letter, due, flow_key, traceparent
     from timed
     on conflict do nothing
     returning id, queue, state
@@ -137,11 +139,12 @@ INSERT_ONE = """
 with inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
-        max_attempts, dead_letter, run_at, flow_key
+        max_attempts, dead_letter, run_at, flow_key, traceparent
     )
     select %(id)s::uuid, %(name)s, %(queue)s, %(tenant)s,
            case when t.due > now() then 'delayed' else 'ready' end,
-           %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due, %(flow_key)s::text
+           %(priority)s, %(payload)s::jsonb, %(key)s, %(max_attempts)s, %(dead_letter)s, t.due, %(flow_key)s::text,
+           %(traceparent)s::text
     from (select coalesce(%(run_at)s::timestamptz, now() + %(delay)s::float8 * interval '1 second') as due) as t
     on conflict do nothing
     returning id, queue, state
@@ -185,7 +188,7 @@ CLAIM_TAKES = """    set state = 'running', attempt = j.attempt + 1, claims = j.
 
 # What every claim's writes answer, for claim_answer's rows.
 CLAIM_RETURNING = """    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error"""
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error, j.traceparent"""
 
 
 def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
@@ -195,14 +198,14 @@ def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
     many candidates the `judged` CTE passed over (kind 'held', in the next_due column)."""
     rows = [
         "select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-        "       claims, priority, created_at, run_at, last_error, null::float8 as next_due\nfrom claimed"
+        "       claims, priority, created_at, run_at, last_error, traceparent, null::float8 as next_due\nfrom claimed"
     ]
     for arm in arms:
         rows.append(
             f"select '{arm}', id::text, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-            f"       claims, priority, created_at, run_at, last_error, null\nfrom {arm}"
+            f"       claims, priority, created_at, run_at, last_error, traceparent, null\nfrom {arm}"
         )
-    blank = ", ".join(["null"] * 13)
+    blank = ", ".join(["null"] * 14)
     if next_due:
         rows.append(f"select 'next', {blank}, seconds\nfrom next_due\nwhere seconds is not null")
     if held:
