@@ -59,13 +59,11 @@ def test_sigkill_mid_batch_resumes_after_the_last_committed_batch(
     assert row["status"] == "running" and 3 <= row["batches"] < ROWS // 10
     assert once == row["rows"] == row["batches"] * 10 and twice == 0  # the killed batch left nothing
     assert row["cursor"] == row["rows"]
-    killed_at = row["batches"]
     worker("--visibility-timeout", "1s")
     wait_for(lambda: passes(database_url, schema)[0]["status"] != "running", 60, "the pass to end")
     [row] = passes(database_url, schema)
     assert row["status"] == "completed" and row["rows"] == ROWS and row["batches"] == ROWS // 10 + 1
-    assert applied(database_url, schema) == (ROWS, 0)
-    assert row["batches"] - killed_at == ROWS // 10 + 1 - killed_at  # resumed, not restarted
+    assert applied(database_url, schema) == (ROWS, 0)  # resumed after the kill: a restart would hit rows twice
     job = bf_job(bfapp, started.job_id)
     assert job["state"] == "done" and job["attempt"] == 2
 
@@ -89,10 +87,8 @@ def test_a_drain_hands_the_pass_back_between_batches(
     # A second between batches; a drain's cut-off a minute away: only the hand-back ends it soon.
     first = worker("--drain-timeout", "60s", env={"BF_PAUSE": "1s"})
     wait_for(lambda: passes(database_url, schema)[0]["batches"] >= 2, 60, "two committed batches")
-    asked = time.monotonic()
     first.send_signal(signal.SIGTERM)
-    assert first.wait(20) == 0
-    assert time.monotonic() - asked < 20  # well before the 60 s cut-off
+    assert first.wait(20) == 0  # well before the 60 s cut-off: handed back after the batch in flight
     [row] = passes(database_url, schema)
     assert row["status"] == "running" and row["batches"] < ROWS // 10
     assert applied(database_url, schema) == (row["rows"], 0)
