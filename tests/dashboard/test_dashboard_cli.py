@@ -99,7 +99,8 @@ def test_the_command_serves_until_sigterm(database_url: str, schema: str) -> Non
             except OSError:
                 assert time.monotonic() < deadline, "the dashboard never answered"
                 time.sleep(0.2)
-        assert status == 200 and ">Jobs</a>" in body and '<th class="num">ready</th>' not in body  # no queue yet
+        assert status == 200 and ">Jobs</a>" in body and "No queue has a job yet" in body
+        assert all(f'<th class="num">{state}</th>' in body for state in ("ready", "running", "dead"))
         assert get(f"http://127.0.0.1:{port}/jobs")[0] == 401  # the token from the environment holds
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
