@@ -126,7 +126,7 @@ class Served:
 
 
 @contextmanager
-def browser_page(*, xss_guard: bool = True) -> Iterator[Any]:
+def browser_page(*, xss_guard: bool = True, javascript: bool = True) -> Iterator[Any]:
     """A Playwright page in headless Chromium that accepts every confirm() and records any alert
     or dialog a script of the page opened (``page.dialogs``)."""
     from playwright.sync_api import sync_playwright
@@ -134,7 +134,9 @@ def browser_page(*, xss_guard: bool = True) -> Iterator[Any]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(viewport={"width": 1360, "height": 860}, device_scale_factor=1)
+            context = browser.new_context(
+                viewport={"width": 1360, "height": 860}, device_scale_factor=1, java_script_enabled=javascript
+            )
             page = context.new_page()
             page.set_default_timeout(30_000)
             seen: list[str] = []
