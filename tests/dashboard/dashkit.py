@@ -32,6 +32,8 @@ def declare(app: App) -> dict[str, Any]:
         await ctx.step.run("render", lambda: f"{first['rows']} rows")
         if payload.get("cool_down"):
             await ctx.step.sleep("cool-down", payload["cool_down"])
+        if payload.get("wait_for"):
+            await ctx.step.wait_for_event("approval", payload["wait_for"], key=payload.get("key"))
         return "done"
 
     @app.task("reports.nightly", cron="0 2 * * *", tenant="none", queue="reports")

@@ -82,6 +82,21 @@ def test_overview_filter_job_requeue_and_see_it_run(served: tuple[Served, dict[s
         assert '"ok": true' in page.locator("pre.json").nth(1).inner_text()
 
 
+def test_without_script_an_action_is_confirmed_on_a_page(served: tuple[Served, dict[str, Any]]) -> None:
+    server, state = served
+    job_id = dead_job(server, state)
+    with browser_page(javascript=False) as page:
+        page.goto(server.url + f"/jobs/{job_id}")
+        page.get_by_role("button", name="Remove").click()
+        page.wait_for_url(re.compile(f"/jobs/{job_id}/remove$"))
+        assert "Remove job" in page.locator(".question").inner_text()
+        assert server.call(server.app.admin.get(job_id)) is not None  # asked, not done
+        page.get_by_role("button", name="Remove").click()
+        page.wait_for_url(re.compile(r"/jobs\?notice=removed"))
+        assert server.call(server.app.admin.get(job_id)) is None
+        assert page.dialogs == []  # type: ignore[attr-defined]
+
+
 def test_bulk_requeue_shows_what_remains(served: tuple[Served, dict[str, Any]]) -> None:
     server, state = served
     dead_job(server, state)

@@ -164,3 +164,21 @@ async def test_mounted_under_a_path_the_links_follow(seeded: App) -> None:
         page = await http.get("/ops/workhorse/")
         assert page.status_code == 200
         assert 'href="/ops/workhorse/jobs"' in page.text and 'href="/ops/workhorse/static/dashboard.css"' in page.text
+
+
+async def test_an_action_goes_back_only_to_a_page_of_the_dashboard(seeded: App) -> None:
+    async with client(make_asgi_app(seeded)) as http:
+        csrf = csrf_of((await http.get("/")).text)
+        form = {"csrf": csrf, "confirm": "yes", "queue": "emails"}
+        for target, landed in (
+            ("https://evil.example/", "/?notice=paused"),
+            ("//evil.example/x", "/?notice=paused"),
+            ("/jobs?queue=emails", "/jobs?queue=emails&notice=paused"),
+        ):
+            done = await http.post("/queues/pause", data={**form, "next": target}, headers={"origin": ORIGIN})
+            assert done.status_code == 303 and done.headers["location"] == landed, target
+        assert [p.queue for p in await seeded.admin.pauses()] == ["emails"]
+        refused = await http.post("/queues/pause", data={**form, "queue": " "}, headers={"origin": ORIGIN})
+        assert refused.status_code == 400 and refusal_code(refused.text) == "QUEUE_NAME_INVALID"
+        resumed = await http.post("/queues/resume", data=form, headers={"origin": ORIGIN})
+        assert resumed.headers["location"] == "/?notice=resumed" and await seeded.admin.pauses() == []

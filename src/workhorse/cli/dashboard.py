@@ -6,7 +6,10 @@ the command runs, so ``workhorse --help`` never loads them."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+from collections.abc import Iterator
 
 import click
 
@@ -73,7 +76,20 @@ def dashboard(state: State, *, bind: str, token: str | None, read_only: bool, re
         emit_json({"serving": f"http://{shown}:{port}/", "read_only": read_only, "token": token is not None})
     else:
         click.echo(f"serving the workhorse dashboard on http://{shown}:{port}/ (Ctrl-C to stop)", err=True)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """SIGINT/SIGTERM stop the server gracefully and the command then exits 0 ("stopped"):
+            uvicorn's own handling would raise the signal again once stopped."""
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run()
+    Server(config).run()
     if not as_json:
         click.echo("stopped", err=True)

@@ -275,7 +275,7 @@ class PostgresOperate(PostgresCore):
             counters=[
                 CounterSum(
                     r["queue"],
-                    "",
+                    r["name"],
                     completed=int(r["completed"]),
                     retried=int(r["retried"]),
                     failed=int(r["failed"]),

@@ -25,8 +25,13 @@
     busy = true;
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) { if (html !== null) { live.innerHTML = html; live.setAttribute("data-refreshed", String(Date.now())); } })
-      .catch(function () {})
+      .then(function (html) {
+        if (html === null) { live.setAttribute("data-stale", "1"); return; }  // keep the last numbers, say so
+        live.innerHTML = html;
+        live.removeAttribute("data-stale");
+        live.setAttribute("data-refreshed", String(Date.now()));
+      })
+      .catch(function () { live.setAttribute("data-stale", "1"); })
       .then(function () { busy = false; });
   }
   setInterval(refresh, every);
