@@ -170,6 +170,7 @@ class Relay:
             raise ConfigurationError(cause="this app's driver cannot take staged jobs", fix="App(driver='postgres')")
         with self._service.running():
             self._service.stopping.clear()
+            self.stats = RelayStats([SourceStats(redact(url)) for url in self.sources])  # this run's
             await driver.check_schema()
             with stop_signals(self._signalled, enabled=self.handle_signals):
                 self._loops = loops = [
