@@ -151,6 +151,7 @@ class Relay:
         self.stats = RelayStats([SourceStats(redact(url)) for url in self.sources])
         self._service = Service("relay", code="RELAY_RUNNING", fix="stop the running relay first: await relay.stop()")
         self._loops: list[asyncio.Task[None]] = []  # one per source, while run() runs
+        self._queue_failures = 0  # batches the queue refused in a row (its backoff, shared by the loops)
 
     def check_sources(self) -> None:
         """Connect to each source once, directly: DATABASE_UNAVAILABLE with PostgreSQL's reason, or
@@ -169,6 +170,7 @@ class Relay:
             raise ConfigurationError(cause="this app's driver cannot take staged jobs", fix="App(driver='postgres')")
         with self._service.running():
             self._service.stopping.clear()
+            self.stats = RelayStats([SourceStats(redact(url)) for url in self.sources])  # this run's
             await driver.check_schema()
             with stop_signals(self._signalled, enabled=self.handle_signals):
                 self._loops = loops = [
@@ -255,10 +257,16 @@ class Relay:
             outcomes = await queue.enqueue_staged(jobs)
         except (DatabaseError, SchemaError) as error:
             stats.failures += 1
-            log.warning("relay %s: the queue refused a batch of %d (%s); handing it back", self.id, len(jobs), error)
+            self._queue_failures += 1
+            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self._queue_failures - 1)) * random.uniform(0.5, 1.0)
+            log.warning(
+                "relay %s: the queue refused a batch of %d (%s); handed back, again in %.1f s",
+                self.id, len(jobs), error, delay,
+            )  # fmt: skip
             await source.release(ids, self.id)
-            await self._sleep(BACKOFF_FIRST * random.uniform(1.0, 4.0))
+            await self._sleep(delay)
             return -1
+        self._queue_failures = 0
         await source.mark(ids, outcomes)
         stats.batches += 1
         stats.claimed += len(jobs)

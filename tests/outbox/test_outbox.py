@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from workhorse import App, ConfigurationError, Outbox, PayloadError, SchemaError
+from workhorse import App, ConfigurationError, DatabaseError, MemoryDriver, Outbox, PayloadError, SchemaError
 from workhorse._db.queries import outbox as sql
 from workhorse.drivers.base import NewJob
 from workhorse.drivers.outbox_source import _job
@@ -264,3 +264,28 @@ async def test_enqueue_staged_answers_each_outcome_on_both_drivers(app: App) -> 
     assert await driver.enqueue_staged([fresh]) == ["present"]
     ids = {j.id for j in (await app.list_jobs(limit=10)).jobs}
     assert ids == {holder.id, fresh.id}
+
+
+async def test_a_batch_the_queue_refuses_is_handed_back_and_moved_later(dedicated_database: str) -> None:
+    """The queue down for two batches (a memory driver that refuses twice; the source is real):
+    the rows are released at once, not left to their lease, and then moved exactly once."""
+
+    class Flaky(MemoryDriver):
+        refusals = 2
+
+        async def enqueue_staged(self, jobs: Any) -> list[str]:
+            if self.refusals:
+                self.refusals -= 1
+                raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="the queue is down", fix="wait")
+            return await super().enqueue_staged(jobs)
+
+    app = App(driver=Flaky())
+    welcome = declare(app)
+    outbox = await migrated(app, dedicated_database)
+    async with await psycopg.AsyncConnection.connect(dedicated_database) as conn:
+        refs = await outbox.stage_many(conn, welcome, [{"org": "o1"}, {"org": "o2"}])
+    relay = await relay_once(app, dedicated_database, lease="1h")  # a lease that never lapses in the test
+    stats = relay.stats.to_dict()
+    assert (stats["failures"], stats["enqueued"]) == (2, 2)
+    assert sorted(j.id for j in await jobs(app)) == sorted(r.id for r in refs)
+    assert [r[3] for r in rows(dedicated_database, app.schema)] == [3, 3]  # claimed three times, moved once

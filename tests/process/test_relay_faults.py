@@ -9,9 +9,11 @@ import asyncio
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -24,7 +26,7 @@ import pytest
 from processkit import wait_for
 from test_idle import statements
 
-from workhorse import App, Outbox
+from workhorse import App, Outbox, WorkhorseError, embedded
 
 pytestmark = pytest.mark.process
 SCHEMA = "workhorse"
@@ -303,3 +305,76 @@ def test_a_commit_wakes_an_idle_relay_at_once_and_a_rollback_never(setup: Setup)
     assert setup.jobs() == staged
     relay.send_signal(signal.SIGTERM)
     assert relay.wait(timeout=15) == 0, setup.output(relay)
+
+
+@pytest.fixture
+def own_server() -> Iterator[tuple[Path, str]]:
+    """An embedded server in a home of this test's own, so restarting it disturbs nobody."""
+    base = Path(tempfile.mkdtemp(prefix="workhorse-relay-faults-"))
+    base.chmod(0o711)  # as root, the server runs as an unprivileged user who must traverse it
+    home = base / "wh"
+    try:
+        yield home, embedded.ensure_started(home)
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_relay_rides_out_fast_and_immediate_restarts(own_server: tuple[Path, str], tmp_path: Path) -> None:
+    """Source and queue on one server that restarts twice under a running relay while a
+    transaction stages every few ms: a commit that failed with the server may or may not have
+    landed, so the source's rows are the truth: each is exactly one job, and no row rolled back
+    (or refused) is any."""
+    home, url = own_server
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("create database relay_source")
+        conn.execute("create database relay_queue")
+    setup = Setup(_url(url, "relay_queue"), _url(url, "relay_source"), tmp_path)
+    try:
+        setup.stage(300)
+        relay = setup.relay("--batch", "20", "--lease", "2s", "--poll-interval", "1s")
+        setup.started()
+        rolled_back: set[str] = set()
+        stop = threading.Event()
+
+        def stager() -> None:
+            rng = random.Random(7)
+            while not stop.is_set():
+                with (
+                    contextlib.suppress(psycopg.Error, WorkhorseError),
+                    psycopg.connect(setup.source, connect_timeout=2) as conn,
+                ):
+                    while not stop.is_set():
+                        keep = rng.random() >= 0.2
+                        ids = setup.outbox.stage_many_sync(conn, setup.job, [{"org": "o1"}] * rng.randint(1, 3))
+                        if keep:
+                            conn.commit()
+                        else:
+                            conn.rollback()
+                            rolled_back.update(r.id for r in ids)
+                        time.sleep(0.005)
+                time.sleep(0.1)  # the server is restarting
+
+        thread = threading.Thread(target=stager)
+        thread.start()
+        try:
+            for mode in ("fast", "immediate"):
+                time.sleep(1.5)
+                embedded.restart(home, mode=mode)
+                assert relay.poll() is None, "the relay died with the database"
+            time.sleep(1.5)
+        finally:
+            stop.set()
+            thread.join()
+        wait_for(lambda: setup.pending() == 0, 120, "the relay to move everything after the restarts")
+        setup.started()
+        relay.send_signal(signal.SIGTERM)
+        assert relay.wait(timeout=30) == 0, setup.output(relay)
+        staged = set(setup.outcomes())
+        jobs = setup.jobs()
+        assert len(jobs) == len(set(jobs)) and set(jobs) == staged
+        assert not staged & rolled_back
+        assert len(staged) > 300
+        assert "failed (" in setup.output(relay)  # the restarts did reach it: it reconnected
+    finally:
+        setup.close()

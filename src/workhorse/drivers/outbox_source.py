@@ -191,6 +191,12 @@ class OutboxSource:
                 application_name="workhorse:relay",
                 connect_timeout=10,
                 options="-c TimeZone=UTC",
+                # A session that went silent (half-open TCP) fails within about 25 s instead of
+                # hanging the loop's next statement: the relay then reconnects.
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
             )
             try:
                 cur = await conn.execute(sql.TABLE_EXISTS, {"table": f"{self.schema}.outbox"})

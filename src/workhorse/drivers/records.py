@@ -116,6 +116,7 @@ class Job:
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
             "lease_expires_at": iso(self.lease_expires_at),
+            "traceparent": self.traceparent,
         }
         if with_steps:
             out["steps"] = list(self.steps)
