@@ -20,6 +20,8 @@ W3   enqueue->start latency, one job every 20 ms     vs  INSERT+pg_notify, a raw
 W4   statements per idle minute of `workhorse worker` (pg_stat_database xact deltas) vs the peer figure
 W5   one flow claim past tenant A's 20,000-job backlog (per_tenant=2) vs the plain claim on 10 ready
      jobs; and ms until tenant B's 10 jobs all started on a worker busy with A (``flow_bench.py``)
+W1t  W1 with a pydantic model payload      vs  W1 with a dict payload, same run (``typed_bench.py``)
+W1bt W1b with model payloads               vs  W1b with dict payloads, same run (``typed_bench.py``)
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from urllib.parse import urlsplit, urlunsplit
 import flow_bench
 import psycopg
 import raw
+import typed_bench
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
@@ -81,7 +84,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "W1t", "W1bt")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -603,6 +606,8 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "W3": w3,
     "W4": w4,
     "W5": flow_bench.w5,
+    "W1t": typed_bench.w1t,
+    "W1bt": typed_bench.w1bt,
 }
 
 
@@ -832,6 +837,18 @@ def table(doc: dict[str, Any]) -> Table:
             verdict(r["pass"]),
             f"{PEER['W1b']['ratio']:.2f}x",
         )
+    for name in ("W1t", "W1bt"):  # typed_bench: model payloads beside dict payloads
+        if name in w:
+            r = w[name]
+            t.add_row(
+                f"{name} {r['title']}",
+                f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+                f"{r['baseline']['jobs_per_s']:,.0f} jobs/s (dict)",
+                f"{r['ratio']:.2f}x",
+                "measured",
+                "",
+                "",
+            )
     if "W2" in w:
         r = w["W2"]
         t.add_row(

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from workhorse.worker import Worker
 
 R = TypeVar("R")
+P = TypeVar("P")
 
 
 class App:
@@ -421,13 +422,14 @@ class JobDecorator:
         self._app = app
         self._options = options
 
+    # P: the payload type the body declares; enqueue takes a P (workhorse.typed validates it).
     @overload
-    def __call__(self, fn: Callable[[JobContext, Any], Coroutine[Any, Any, R]], /) -> JobHandle[R]: ...
+    def __call__(self, fn: Callable[[JobContext, P], Coroutine[Any, Any, R]], /) -> JobHandle[R, P]: ...
 
     @overload
-    def __call__(self, fn: Callable[[JobContext, Any], R], /) -> JobHandle[R]: ...
+    def __call__(self, fn: Callable[[JobContext, P], R], /) -> JobHandle[R, P]: ...
 
-    def __call__(self, fn: Callable[[JobContext, Any], Any], /) -> JobHandle[Any]:
+    def __call__(self, fn: Callable[[JobContext, Any], Any], /) -> JobHandle[Any, Any]:
         return self._app._declare(fn, **self._options)
 
 

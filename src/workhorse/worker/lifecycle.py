@@ -135,7 +135,8 @@ class Worker:
         self.sync_threads = sync_threads or sum(self.concurrency.values())
         self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.stats = WorkerStats()
-        self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
+        # Every declared job: a run may sit on another queue than its declaration's (enqueue(queue=)).
+        self._names = sorted(app.jobs)
         # A job claimed ahead starts a moment after its claim stamped it: under a rate, none is.
         self._table = RunTable(self.concurrency, claim_ahead=app.limits is None or app.limits.rate_per_tenant is None)
         self._pool: ThreadPoolExecutor | None = None

@@ -1,0 +1,1 @@
+"""The pytest plugin of workhorse.testing (entry point ``workhorse``)."""
