@@ -14,7 +14,6 @@ from typing import Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from workhorse._ports import EnqueuingApp
-from workhorse.connections import driver_connection, driver_connection_sync
 from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, to_seconds
@@ -287,7 +286,7 @@ class JobHandle(Generic[R, P]):
         connection, or a SQLAlchemy or Django one: ``workhorse.connections``). ``queue=`` overrides
         the declared queue for this run."""
         job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
-        refs = await self.app.driver.enqueue_many([job], conn=await driver_connection(conn))
+        refs = await self.app.driver.enqueue_many([job], conn=conn)
         return refs[0]
 
     async def enqueue_many(
@@ -302,7 +301,6 @@ class JobHandle(Generic[R, P]):
         queue: str | None = None,
     ) -> list[JobRef]:
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
-        conn = await driver_connection(conn)
         if keys is None and delay is None and run_at is None and self._flow_key is None:
             self._check_payloads(payloads)
             rows = self._ready_rows(payloads, self._priority(priority), self._queue(queue))  # built as written
@@ -335,7 +333,7 @@ class JobHandle(Generic[R, P]):
     ) -> JobRef:
         """``enqueue`` for synchronous code (a Django or Flask view). Safe from any thread."""
         job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
-        return self.app.sync_driver().enqueue_many_sync([job], conn=driver_connection_sync(conn))[0]
+        return self.app.sync_driver().enqueue_many_sync([job], conn=conn)[0]
 
     @staticmethod
     def _check_payloads(payloads: Sequence[Any]) -> None:
