@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, FlowRules, Job, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver, FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
@@ -357,6 +357,36 @@ class App:
 
     async def get_job(self, job_id: str) -> Job | None:
         return await self.driver.get_job(job_id)
+
+    # -- by name and results (workhorse.results) ---------------------------------------------------
+
+    def job_named(self, name: str) -> JobHandle[Any]:
+        """The job declared under ``name``; ``JOB_UNKNOWN`` (naming the known ones) when none is."""
+        handle = self.jobs.get(name) if isinstance(name, str) else None
+        if handle is None:
+            known = ", ".join(sorted(self.jobs)) or "none: no job is declared on this app"
+            raise ConfigurationError(
+                code="JOB_UNKNOWN",
+                cause=f"no job is declared under the name {name!r}; the known names: {known}",
+                fix="pass one of the known names, or import the module that declares it before enqueueing",
+            )
+        return handle
+
+    async def enqueue(self, name: str, payload: Any = None, **options: Any) -> JobRef:
+        """Enqueue the job declared under ``name`` (``job.enqueue``'s options), without a reference
+        to its function: ``await app.enqueue("emails.send", {"to": ...}, key=..., conn=...)``."""
+        return await self.job_named(name).enqueue(payload, **options)
+
+    def enqueue_sync(self, name: str, payload: Any = None, **options: Any) -> JobRef:
+        """``app.enqueue`` for synchronous code."""
+        return self.job_named(name).enqueue_sync(payload, **options)
+
+    async def wait(self, ref: JobRef | str, *, timeout: Duration | None = None) -> Job:  # noqa: ASYNC109
+        """The job once it finished (done, failed, dead, cancelled), woken by its settle, not
+        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.results``)."""
+        from workhorse.results import wait
+
+        return await wait(self, ref, timeout=timeout)
 
     async def list_jobs(
         self,
