@@ -17,6 +17,7 @@ from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.flow import Concurrency, Limits, rules_for
+from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
@@ -105,6 +106,7 @@ class App:
         self._sync_driver: PostgresDriver | None = None
         self._lock = threading.Lock()
         self._admin: Admin | None = None
+        self.hooks = Hooks()  # every job lifecycle event of this app's workers (workhorse.hooks)
 
     # -- storage ------------------------------------------------------------------------------
 

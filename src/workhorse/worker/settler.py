@@ -78,7 +78,9 @@ class Settler:
         forget: Callable[[Held], None],
         on_body_loop: Callable[[Coroutine[Any, Any, None]], None],
         release: bool = False,
+        emit: Callable[[Held, Verdict], None] | None = None,
     ) -> None:
+        self.emit = emit  # the app's lifecycle hooks (workhorse.hooks), for each landed settle
         self.worker_id = worker_id
         self.visibility = visibility
         self.control = control
@@ -146,6 +148,8 @@ class Settler:
             if ok:
                 if log.isEnabledFor(logging.INFO):
                     log_outcome(self.worker_id, held, verdict)
+                if self.emit is not None:
+                    self.emit(held, verdict)
                 self.announce(held, verdict)
             else:
                 log.warning(
