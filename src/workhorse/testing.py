@@ -1,11 +1,12 @@
 """Helpers for testing your jobs: run one body inline, list what was enqueued, drain the queue.
 
-- ``await run_job(handle, payload, attempt=..., cancelled=..., cancel_after=...)`` runs one body
+- ``await run_job(handle, payload, attempt=..., cancelled=..., cancel_after=...)`` (in a plain
+  ``def`` test, ``run_job(...)`` with no await answers the result itself) runs one body
   with a real ``JobContext``: the payload goes through what ``enqueue`` checks (typed payloads,
   the tenant function, JSON) and comes back as a worker would hand it; ``ctx.step`` works on a
   private in-memory step store; the result must be storable JSON, as in a worker. Answers the
   result, or raises what the body raised (``TerminalError``, ``RetryAfter``, your own errors).
-  ``run_job_sync`` is the same for synchronous tests.
+  ``run_job_async`` is the coroutine function; ``run_job_sync`` always runs to the end.
 - ``await enqueued(app, handle=None)``: every job of the app (of one job when given), oldest first.
 - ``await drain(app)``: on the memory driver, run every job until none is left waiting: due jobs
   run on a burst worker; then the driver's clock is moved to the next waiting job's due time (a
@@ -81,7 +82,19 @@ class _Hooks:
         """Progress stays on the context (``ctx.take_progress()``); nothing to write."""
 
 
-async def run_job(
+def run_job(handle: JobHandle[Any, Any], payload: Any, **ctx_options: Any) -> Any:
+    """Run ``handle``'s body once, inline: ``await run_job(...)`` in async code; called with no
+    event loop running (a plain ``def`` test) it runs to the end and answers the result itself.
+    Options: see ``run_job_async``."""
+    call = run_job_async(handle, payload, **ctx_options)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(call)
+    return call
+
+
+async def run_job_async(
     handle: JobHandle[Any, Any],
     payload: Any,
     *,
@@ -157,7 +170,7 @@ async def run_job(
 
 def run_job_sync(handle: JobHandle[Any, Any], payload: Any, **ctx_options: Any) -> Any:
     """``run_job`` for a synchronous test (no event loop running)."""
-    return asyncio.run(run_job(handle, payload, **ctx_options))
+    return asyncio.run(run_job_async(handle, payload, **ctx_options))
 
 
 # -- enqueued, drain, memory --------------------------------------------------------------------
@@ -203,7 +216,8 @@ def clock_of(app: App) -> Clock:
 async def drain(app: App, *, advance: bool = True, **worker_options: Any) -> WorkerStats:
     """Run the memory app's jobs until none is waiting, moving its clock instead of sleeping.
 
-    Each round runs a burst worker (``app.worker(**worker_options)``, every declared queue) over
+    Each round runs a burst worker (``app.worker(**worker_options)``; by default on every declared
+    queue and every queue a waiting job was put on with ``enqueue(queue=)``) over
     what is due, then moves the clock to the earliest waiting job's due time. ``advance=False``:
     run only what is due now. A job waiting for an event with no timeout stays waiting."""
     from workhorse.worker.records import WorkerStats
@@ -211,8 +225,12 @@ async def drain(app: App, *, advance: bool = True, **worker_options: Any) -> Wor
     clock = clock_of(app)
     total = WorkerStats()
     worker_options.setdefault("handle_signals", False)
+    chosen = worker_options.pop("queues", None)
     for _ in range(MAX_ROUNDS):
-        stats = await app.worker(**worker_options).run(burst=True)
+        queues = chosen or await _queues(app)
+        if not queues:
+            return total  # nothing declared and nothing enqueued
+        stats = await app.worker(queues=queues, **worker_options).run(burst=True)
         for key, value in stats.as_dict().items():
             setattr(total, key, getattr(total, key) + value)
         upcoming = await _next_due(app)
@@ -224,6 +242,12 @@ async def drain(app: App, *, advance: bool = True, **worker_options: Any) -> Wor
         cause=f"drain ran {MAX_ROUNDS} rounds and jobs are still waiting (a job that enqueues itself again?)",
         fix="drain(app, advance=False) runs only what is due now",
     )
+
+
+async def _queues(app: App) -> list[str]:
+    """Every declared queue and every queue a waiting job sits on (``enqueue(queue=)``)."""
+    waiting = [j.queue for state in ("ready", "delayed", "suspended") for j in await _every(app, state=state)]
+    return sorted({h.queue for h in app.jobs.values()} | set(waiting))
 
 
 async def _next_due(app: App) -> datetime | None:

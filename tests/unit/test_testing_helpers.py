@@ -89,6 +89,7 @@ def test_run_job_sync_for_sync_tests() -> None:
         return object()
 
     assert run_job_sync(add, {"a": 1, "b": 2}) == 3
+    assert run_job(add, {"a": 2, "b": 2}) == 4  # no loop running: answered, not a coroutine
     with pytest.raises(PayloadError) as caught:
         run_job_sync(bad, None)
     assert caught.value.code == "RESULT_INVALID"
@@ -130,7 +131,7 @@ async def test_drain_without_advance_runs_only_what_is_due() -> None:
         return payload
 
     now = await noop.enqueue(1)
-    later = await noop.enqueue(2, delay="1h")
+    later = await noop.enqueue(2, delay="1h", queue="elsewhere")  # drained too: its queue is found
     stats = await drain(app, advance=False)
     assert stats.completed == 1
     assert [(await app.get_job(r.id)).state for r in (now, later)] == ["done", "delayed"]  # type: ignore[union-attr]
