@@ -9,7 +9,9 @@ body loop to run now), then one of ``completed``, ``retried``, ``dead-lettered``
 (failed for good with ``dead_letter=False``), ``handed-back`` (a drain gave it back unspent) once
 its settle landed; or ``lease-lost``: the run stopped writing nothing because the row is no longer
 its own (its lease lapsed, another worker re-claimed it, or an operator cancelled it while it ran:
-the worker cannot tell these apart). A worker
+the worker cannot tell these apart). A run the claim itself ended (its lease lapsed on its final
+attempt: ``dead-lettered`` or ``failed``; refused by its concurrency key: ``failed``) is emitted by
+the worker whose claim ended it, with no ``claimed`` before it. A worker
 emits ``drained`` once when it stops (no job fields). ``on_settled`` is unchanged and separate.
 
 Every callback is called synchronously, on the worker's control thread, in the order added: keep
@@ -107,10 +109,11 @@ class Hooks:
         claimed: Any,
         *,
         duration: float | None = None,
-        error: str | None = None,
+        error: str | dict[str, Any] | None = None,
         delay: float | None = None,
     ) -> None:
-        """Emit ``kind`` for a claimed run (a ``drivers.base.Claimed``), when anyone listens."""
+        """Emit ``kind`` for a run (a ``drivers.base.Claimed``, or a ``Buried`` row the claim ended),
+        when anyone listens. ``error``: the attempt's ``last_error``, as JSON text or decoded."""
         if not self._callbacks:
             return
         self.emit(
@@ -122,7 +125,7 @@ class Hooks:
                 queue=claimed.queue,
                 attempt=claimed.attempt,
                 duration_ms=None if duration is None else round(duration * 1000, 3),
-                error=None if error is None else json.loads(error),
+                error=json.loads(error) if isinstance(error, str) else error,
                 delay=delay,
             )
         )

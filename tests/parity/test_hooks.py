@@ -73,3 +73,25 @@ async def test_a_run_cancelled_under_its_worker_is_a_lost_lease(app: App) -> Non
     await running
     assert [k for k, j in events if j == ref.id] == ["claimed", "started", "lease-lost"]
     assert events[-1] == ("drained", None)
+
+
+async def test_a_run_buried_by_the_claim_is_dead_lettered_by_the_burying_worker() -> None:
+    from workhorse.testing import memory
+
+    app = App(driver="memory")
+    events: list[LifecycleEvent] = []
+    app.hooks.add(events.append)
+
+    @app.job(name="h.once", tenant="none", retry=Retry(attempts=1))
+    async def once(ctx: JobContext, payload: None) -> None:
+        return None
+
+    with memory(app) as clock:
+        ref = await once.enqueue(None)
+        taken = await app.driver.claim(worker_id="w-died", wants={"default": 1}, names=["h.once"], visibility=5)
+        assert [c.id for c in taken.claimed] == [ref.id]
+        clock.advance("10s")  # the dead worker's lease lapsed on the final attempt
+        stats = await app.worker(handle_signals=False).run(burst=True)
+    assert stats.buried == 1
+    assert [(e.kind, e.job_id) for e in events if e.job_id] == [("dead-lettered", ref.id)]
+    assert events[0].error is not None and events[0].error["type"] == "LeaseLapsed"

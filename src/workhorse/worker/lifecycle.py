@@ -387,6 +387,7 @@ class Worker:
             on_body_loop=bridge.on_body_loop,
             release=self.flow is not None,
             emit=self._emit_settled,
+            hooks=self.app.hooks,
         )
         claimer = Claimer(
             worker_id=self.id,

@@ -17,6 +17,7 @@ from typing import Any
 
 from workhorse.drivers.base import Buried, Settlement
 from workhorse.errors import WorkhorseError
+from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
@@ -79,8 +80,10 @@ class Settler:
         on_body_loop: Callable[[Coroutine[Any, Any, None]], None],
         release: bool = False,
         emit: Callable[[Held, Verdict], None] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.emit = emit  # the app's lifecycle hooks (workhorse.hooks), for each landed settle
+        self.hooks = hooks  # and for the rows a claim buried or refused
         self.worker_id = worker_id
         self.visibility = visibility
         self.control = control
@@ -203,6 +206,10 @@ class Settler:
                 row.attempt,
                 row.max_attempts,
             )
+            if self.hooks:
+                self.hooks.job(
+                    "dead-lettered" if row.state == "dead" else "failed", self.worker_id, row, error=row.last_error
+                )
             handle = self.jobs.get(row.name)
             if handle is None or handle.on_settled is None:
                 continue
@@ -229,6 +236,8 @@ class Settler:
                 row.id,
                 row.name,
             )
+            if self.hooks:
+                self.hooks.job("failed", self.worker_id, row, error=row.last_error)
             handle = self.jobs.get(row.name)
             if handle is None or handle.on_settled is None:
                 continue
