@@ -26,6 +26,8 @@ BF   a backfill pass's rows/s over 200,000 rows (20,000 with --quick), and a liv
      p50/p99 beside it vs without it (``backfill_bench.py``; 1,000,000 rows: run it directly)
 OB   the transactional outbox: staged->queued latency on an idle relay vs a plain enqueue's; a relay's
      rows/s on a 100,000-row backlog vs enqueue_many in calls of the same size (``outbox_bench.py``)
+W1t  W1 with a pydantic model payload      vs  W1 with a dict payload, same run (``typed_bench.py``)
+W1bt W1b with model payloads               vs  W1b with dict payloads, same run (``typed_bench.py``)
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ import flow_bench
 import outbox_bench
 import psycopg
 import raw
+import typed_bench
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
@@ -90,7 +93,7 @@ PEER: dict[str, Any] = {
     "W3": {"p50_ms": 3.0, "p99_ms": 4.2, "raw_p50_ms": 1.5, "raw_p99_ms": 2.0},
     "W4": {"statements_per_min": 14},
 }
-WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "D1", "BF", "OB")
+WORKLOADS = ("W1", "W1b", "W2", "W2cap", "W3", "W4", "W5", "W1t", "W1bt", "D1", "BF", "OB")
 WARMUP_CALLS = 200  # untimed calls on each side of W1/W1b before its clock starts (then truncated)
 PRODUCE_EVERY = 0.020  # W3: one job per 20 ms
 STATS_FLUSH_WAIT = 2.0  # W4: backends report pg_stat_database counters with a small delay
@@ -615,6 +618,8 @@ RUNNERS: dict[str, Callable[[Bench], Awaitable[dict[str, Any]]]] = {
     "D1": dashboard_bench.d1,
     "BF": backfill_bench.bf_workload,
     "OB": outbox_bench.outbox,
+    "W1t": typed_bench.w1t,
+    "W1bt": typed_bench.w1bt,
 }
 
 
@@ -854,6 +859,18 @@ def table(doc: dict[str, Any]) -> Table:
             verdict(r["pass"]),
             f"{PEER['W1b']['ratio']:.2f}x",
         )
+    for name in ("W1t", "W1bt"):  # typed_bench: model payloads beside dict payloads
+        if name in w:
+            r = w[name]
+            t.add_row(
+                f"{name} {r['title']}",
+                f"{r['workhorse']['jobs_per_s']:,.0f} jobs/s",
+                f"{r['baseline']['jobs_per_s']:,.0f} jobs/s (dict)",
+                f"{r['ratio']:.2f}x",
+                "measured",
+                "",
+                "",
+            )
     if "W2" in w:
         r = w["W2"]
         t.add_row(

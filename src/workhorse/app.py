@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, FlowRules, Job, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver, FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.flow import Concurrency, Limits, rules_for
+from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from workhorse.worker import Worker
 
 R = TypeVar("R")
+P = TypeVar("P")
 
 
 class App:
@@ -104,6 +106,7 @@ class App:
         self._sync_driver: PostgresDriver | None = None
         self._lock = threading.Lock()
         self._admin: Admin | None = None
+        self.hooks = Hooks()  # every job lifecycle event of this app's workers (workhorse.hooks)
 
     # -- storage ------------------------------------------------------------------------------
 
@@ -381,6 +384,36 @@ class App:
     async def get_job(self, job_id: str) -> Job | None:
         return await self.driver.get_job(job_id)
 
+    # -- by name and results (workhorse.results) ---------------------------------------------------
+
+    def job_named(self, name: str) -> JobHandle[Any]:
+        """The job declared under ``name``; ``JOB_UNKNOWN`` (naming the known ones) when none is."""
+        handle = self.jobs.get(name) if isinstance(name, str) else None
+        if handle is None:
+            known = ", ".join(sorted(self.jobs)) or "none: no job is declared on this app"
+            raise ConfigurationError(
+                code="JOB_UNKNOWN",
+                cause=f"no job is declared under the name {name!r}; the known names: {known}",
+                fix="pass one of the known names, or import the module that declares it before enqueueing",
+            )
+        return handle
+
+    async def enqueue(self, name: str, payload: Any = None, **options: Any) -> JobRef:
+        """Enqueue the job declared under ``name`` (``job.enqueue``'s options), without a reference
+        to its function: ``await app.enqueue("emails.send", {"to": ...}, key=..., conn=...)``."""
+        return await self.job_named(name).enqueue(payload, **options)
+
+    def enqueue_sync(self, name: str, payload: Any = None, **options: Any) -> JobRef:
+        """``app.enqueue`` for synchronous code."""
+        return self.job_named(name).enqueue_sync(payload, **options)
+
+    async def wait(self, ref: JobRef | str, *, timeout: Duration | None = None) -> Job:  # noqa: ASYNC109
+        """The job once it finished (done, failed, dead, cancelled), woken by its settle, not
+        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.results``)."""
+        from workhorse.results import wait
+
+        return await wait(self, ref, timeout=timeout)
+
     async def list_jobs(
         self,
         *,
@@ -445,13 +478,14 @@ class JobDecorator:
         self._app = app
         self._options = options
 
+    # P: the payload type the body declares; enqueue takes a P (workhorse.typed validates it).
     @overload
-    def __call__(self, fn: Callable[[JobContext, Any], Coroutine[Any, Any, R]], /) -> JobHandle[R]: ...
+    def __call__(self, fn: Callable[[JobContext, P], Coroutine[Any, Any, R]], /) -> JobHandle[R, P]: ...
 
     @overload
-    def __call__(self, fn: Callable[[JobContext, Any], R], /) -> JobHandle[R]: ...
+    def __call__(self, fn: Callable[[JobContext, P], R], /) -> JobHandle[R, P]: ...
 
-    def __call__(self, fn: Callable[[JobContext, Any], Any], /) -> JobHandle[Any]:
+    def __call__(self, fn: Callable[[JobContext, Any], Any], /) -> JobHandle[Any, Any]:
         return self._app._declare(fn, **self._options)
 
 

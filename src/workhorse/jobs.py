@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
@@ -21,8 +23,10 @@ from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
 from workhorse.tracing import current_traceparent
+from workhorse.typed import PayloadType, payload_type_of
 
 R = TypeVar("R")
+P = TypeVar("P", default=Any)  # the payload type the body declares (workhorse.typed); Any when untyped
 Body = Callable[[JobContext, Any], Awaitable[R]] | Callable[[JobContext, Any], R]
 TenantOf = Callable[[Any], str] | Literal["none"]
 MAX_KEY_LENGTH = 200
@@ -92,8 +96,13 @@ def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
     return value
 
 
-class JobHandle(Generic[R]):
-    """A declared job. Call ``enqueue`` to schedule it; call the handle itself to run the body inline."""
+_UNRESOLVED: Any = object()
+
+
+class JobHandle(Generic[R, P]):
+    """A declared job. Call ``enqueue`` to schedule it; call the handle itself to run the body inline.
+
+    ``R`` is what the body returns, ``P`` the payload it declares: ``enqueue`` takes a ``P``."""
 
     def __init__(
         self,
@@ -150,11 +159,34 @@ class JobHandle(Generic[R]):
         self._flow_key = None if self.concurrency is None or self.concurrency.key is None else self.concurrency
         self.is_async = inspect.iscoroutinefunction(fn)
         self.logger = logging.getLogger(f"workhorse.job.{self.name}")
+        self._payload_type: PayloadType | None = _UNRESOLVED  # resolved on first use (forward references)
+
+    @property
+    def payload_type(self) -> PayloadType | None:
+        """The typed payload the body declares (``workhorse.typed``), or None: it takes plain JSON."""
+        if self._payload_type is _UNRESOLVED:
+            self._payload_type = payload_type_of(self.fn, self.name)
+        return self._payload_type
+
+    def _prepare(self, payload: Any) -> tuple[Any, Any]:
+        """(what the tenant and flow-key functions see, what is stored) for one enqueued payload:
+        a typed payload is validated and handed to them as its type; stored as its JSON form."""
+        typed = self.payload_type
+        if typed is None:
+            return payload, payload
+        value = typed.dump_value(payload, job=self.name)
+        return value, typed.plain(value)
+
+    def body_payload(self, stored: Any) -> Any:
+        """What the body is handed for a stored payload (its declared type, rebuilt and validated).
+        Raises ``PAYLOAD_INVALID`` when it no longer fits: deterministic, so never worth a retry."""
+        typed = self.payload_type
+        return stored if typed is None else typed.load(stored, job=self.name)
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.name} queue={self.queue}>"
 
-    def __call__(self, ctx: JobContext, payload: Any) -> Any:
+    def __call__(self, ctx: JobContext, payload: P) -> Any:
         return self.fn(ctx, payload)
 
     def tenant_for(self, payload: Any) -> str | None:
@@ -178,16 +210,22 @@ class JobHandle(Generic[R]):
 
     def build(
         self,
-        payload: Any,
+        payload: P,
         *,
         key: str | None = None,
         delay: Duration | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
+        queue: str | None = None,
     ) -> NewJob:
         """Validate one enqueue and answer the row to insert. Raises before anything is written."""
         when = self._when(delay, run_at)
-        return self._row(payload, key, when, self._priority(priority))
+        return self._row(payload, key, when, self._priority(priority), self._queue(queue))
+
+    def _queue(self, queue: str | None) -> str:
+        if queue is None:
+            return self.queue
+        return _check_text(queue, f"queue= of an enqueue of job {self.name!r}", 200, "enqueue(payload, queue='bulk')")
 
     def _when(self, delay: Duration | None, run_at: datetime | None) -> tuple[datetime | None, float]:
         """The options every row of a batch shares, checked once: (run_at, delay seconds)."""
@@ -213,15 +251,18 @@ class JobHandle(Generic[R]):
             )
         return priority
 
-    def _row(self, payload: Any, key: str | None, when: tuple[datetime | None, float], priority: int) -> NewJob:
+    def _row(
+        self, payload: Any, key: str | None, when: tuple[datetime | None, float], priority: int, queue: str
+    ) -> NewJob:
         if key is not None:
             _check_text(key, f"key of job {self.name!r}", MAX_KEY_LENGTH, "enqueue(payload, key='welcome:7')")
+        payload, stored = self._prepare(payload)
         return NewJob(
             id=new_job_id(),
             name=self.name,
-            queue=self.queue,
+            queue=queue,
             tenant=None if self.tenant == "none" else self.tenant_for(payload),
-            payload=encode(payload, max_bytes=self.app.max_payload_bytes),
+            payload=encode(stored, max_bytes=self.app.max_payload_bytes),
             key=key,
             priority=priority,
             max_attempts=self.retry.attempts,
@@ -234,59 +275,66 @@ class JobHandle(Generic[R]):
 
     async def enqueue(
         self,
-        payload: Any,
+        payload: P,
         *,
         key: str | None = None,
         delay: Duration | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
         conn: Any = None,
+        queue: str | None = None,
     ) -> JobRef:
-        """Schedule one run. With ``conn=``, inside that connection's open transaction."""
-        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority)
+        """Schedule one run. With ``conn=``, inside that connection's open transaction (a psycopg
+        connection, or a SQLAlchemy or Django one: ``workhorse.connections``). ``queue=`` overrides
+        the declared queue for this run."""
+        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
         refs = await self.app.driver.enqueue_many([job], conn=conn)
         return refs[0]
 
     async def enqueue_many(
         self,
-        payloads: Sequence[Any],
+        payloads: Sequence[P],
         *,
         keys: Sequence[str | None] | None = None,
         delay: Duration | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
         conn: Any = None,
+        queue: str | None = None,
     ) -> list[JobRef]:
         """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
         if keys is None and delay is None and run_at is None and self._flow_key is None and not current_traceparent():
             self._check_payloads(payloads)
-            rows = self._ready_rows(payloads, self._priority(priority))  # built as the driver writes
+            rows = self._ready_rows(payloads, self._priority(priority), self._queue(queue))  # built as written
             return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)
-        jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority)
+        jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority, queue=queue)
         return await self.app.driver.enqueue_many(jobs, conn=conn)
 
-    def _ready_rows(self, payloads: Sequence[Any], priority: int) -> Iterator[NewJob]:
+    def _ready_rows(self, payloads: Sequence[Any], priority: int, queue: str) -> Iterator[NewJob]:
         """The rows of a keyless, due-now batch, one at a time: what ``_row`` builds, with the ids
         drawn in one go and the per-batch options looked up once."""
-        name, queue, limit, max_bytes = self.name, self.queue, self.retry.attempts, self.app.max_payload_bytes
+        name, limit, max_bytes = self.name, self.retry.attempts, self.app.max_payload_bytes
         dead_letter, tenant_for = self.retry.dead_letter, (None if self.tenant == "none" else self.tenant_for)
-        for job_id, payload in zip(new_job_ids(len(payloads)), payloads, strict=True):
+        prepare = None if self.payload_type is None else self._prepare
+        for job_id, given in zip(new_job_ids(len(payloads)), payloads, strict=True):
+            payload, stored = (given, given) if prepare is None else prepare(given)
             tenant = None if tenant_for is None else tenant_for(payload)
-            text = encode(payload, max_bytes=max_bytes)
+            text = encode(stored, max_bytes=max_bytes)
             yield NewJob(job_id, name, queue, tenant, text, None, priority, limit, dead_letter, None, 0.0)
 
     def enqueue_sync(
         self,
-        payload: Any,
+        payload: P,
         *,
         key: str | None = None,
         delay: Duration | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
         conn: Any = None,
+        queue: str | None = None,
     ) -> JobRef:
         """``enqueue`` for synchronous code (a Django or Flask view). Safe from any thread."""
-        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority)
+        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
         return self.app.sync_driver().enqueue_many_sync([job], conn=conn)[0]
 
     @staticmethod
@@ -305,6 +353,7 @@ class JobHandle(Generic[R]):
         delay: Duration | None,
         run_at: datetime | None,
         priority: int | None,
+        queue: str | None = None,
     ) -> list[NewJob]:
         self._check_payloads(payloads)
         if keys is not None and len(keys) != len(payloads):
@@ -313,5 +362,5 @@ class JobHandle(Generic[R]):
                 fix="pass one key per payload (None for no key), or no keys at all",
             )
         when = self._when(delay, run_at)
-        chosen = self._priority(priority)
-        return [self._row(p, None if keys is None else keys[i], when, chosen) for i, p in enumerate(payloads)]
+        chosen, where = self._priority(priority), self._queue(queue)
+        return [self._row(p, None if keys is None else keys[i], when, chosen, where) for i, p in enumerate(payloads)]

@@ -212,6 +212,7 @@ async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, databas
                     "progresses": [None] * 20,
                     "release": False,
                     "channel": "unused",
+                    "settled_channel": "unused",
                 },
                 generic=True,
             )

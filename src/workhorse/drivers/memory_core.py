@@ -288,6 +288,7 @@ class MemoryCore:
         self._event_ids = itertools.count(1)
         self._subscribers: list[Callable[[], None]] = []
         self._cancel_subscribers: list[Callable[[], None]] = []
+        self._settled_subscribers: list[Callable[[], None]] = []  # app.wait (workhorse.results)
         self._pauses: dict[str, QueuePause] = {}
         self._counters: dict[_CounterKey, list[int]] = {}
         self._flow_starts: list[tuple[str, datetime, str]] = []  # FLOW_CLAIM's flow_starts: tenant, at, job
@@ -313,6 +314,28 @@ class MemoryCore:
                     self._cancel_subscribers.remove(on_cancel)
 
         return unsubscribe
+
+    def subscribe_settled(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (from any thread) when a settle finished a run (done, dead, failed):
+        SETTLE_MANY's NOTIFY on the settled channel. Answers the unsubscribe function."""
+        with self._lock:
+            self._settled_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._settled_subscribers:
+                    self._settled_subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _notify_settled(self) -> None:
+        with self._lock:
+            callbacks = list(self._settled_subscribers)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a waiter whose loop closed: it re-reads on its poll anyway
+                log.debug("a memory-driver settle subscriber failed", exc_info=True)
 
     def _notify(self, *, cancelled: bool = False) -> None:
         """Call the subscribers (``cancelled``: the cancel subscribers), outside the lock; one that

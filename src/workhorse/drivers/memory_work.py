@@ -172,6 +172,8 @@ class MemoryWork(MemoryFlow):
                 handed = handed or s.outcome == "interrupted"
         if handed or (release and landed):
             self._notify()  # SETTLE_MANY's `wake`: a handed-back job is due now, for any worker
+        if any(s.outcome in _FINISHING and s.job_id in landed for s in settlements):
+            self._notify_settled()  # SETTLE_MANY's `told`: a run finished (app.wait)
         # SETTLE_MANY answers ids; PostgresDriver maps each settlement to "its id came back".
         return [s.job_id in landed for s in settlements]
 

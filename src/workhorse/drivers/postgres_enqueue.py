@@ -12,6 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from workhorse._db.queries import jobs as sql
+from workhorse.connections import driver_connection, driver_connection_sync
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.drivers.postgres_core import PostgresCore, translated
 from workhorse.errors import ConfigurationError, DatabaseError
@@ -46,7 +47,10 @@ async def _on_callers(
     run_async: Callable[[psycopg.AsyncConnection[Any]], Awaitable[list[JobRef]]],
     run_sync: Callable[[psycopg.Connection[Any]], list[JobRef]],
 ) -> list[JobRef]:
-    """An enqueue on the caller's connection (``conn=``), async or sync, errors translated."""
+    """An enqueue on the caller's connection (``conn=``), async or sync, errors translated. A
+    SQLAlchemy or Django connection is unwrapped to its psycopg one (``workhorse.connections``)."""
+    if not isinstance(conn, psycopg.AsyncConnection | psycopg.Connection):
+        conn = await driver_connection(conn)  # refuses, naming what was given, when nothing fits
     if isinstance(conn, psycopg.AsyncConnection):
         with translated():
             return await run_async(conn)
@@ -188,6 +192,7 @@ class PostgresEnqueue(PostgresCore):
         if conn is None:
             with self.sync_connection() as own:
                 return self._enqueue_sync(own, jobs)
+        conn = driver_connection_sync(conn)  # a SQLAlchemy or Django connection: its psycopg one
         if isinstance(conn, psycopg.Connection):
             with translated():
                 return self._enqueue_sync(conn, jobs)

@@ -203,6 +203,7 @@ class PostgresWork(PostgresCore):
                 "progresses": pg_array([s.progress for s in settlements]),
                 "release": release,
                 "channel": self.channel,
+                "settled_channel": self.schema + sql.SETTLED_CHANNEL_SUFFIX,
             },
         )
         landed = {r["id"] for r in rows}

@@ -90,6 +90,13 @@ async def execute(
             on_thread_exit()  # no thread was started: its slot is free now
         ctx.mark_cancelled("finished")
         return _cancelled_verdict(run)  # a timeout cannot come first: its timer starts with the body
+    try:
+        payload = handle.body_payload(run.claimed.payload)  # a typed body's payload (workhorse.typed)
+    except PayloadError as error:  # a stored payload that no longer fits never will: end it now
+        if not handle.is_async:
+            on_thread_exit()
+        ctx.mark_cancelled("finished")
+        return _failure(run, error, terminal=True)
     if log.isEnabledFor(logging.DEBUG):
         c = run.claimed
         log.debug(
@@ -99,7 +106,7 @@ async def execute(
     try:
         c = run.claimed
         with attempt_span(c.name, c.id, c.queue, c.attempt, c.traceparent):  # nothing without OpenTelemetry
-            value = await _call(run, pool, on_thread_exit, lease_open)
+            value = await _call(run, pool, on_thread_exit, lease_open, payload)
         if run.reasons:  # a cancel landed but the body swallowed it and returned
             return _cancelled_verdict(run)
         try:
@@ -162,19 +169,21 @@ def _on_thread(fn: Callable[..., Any], lease_open: Callable[[], bool], ctx: JobC
     return fn(ctx, payload)
 
 
-async def _call(run: Run, pool: Executor, on_thread_exit: Callable[[], None], lease_open: Callable[[], bool]) -> Any:
+async def _call(
+    run: Run, pool: Executor, on_thread_exit: Callable[[], None], lease_open: Callable[[], bool], payload: Any
+) -> Any:
     handle, ctx = run.handle, run.ctx
     loop = asyncio.get_running_loop()
     if handle.is_async:
         run.task = asyncio.current_task()
         if handle.timeout is None:
-            return await handle.fn(ctx, run.claimed.payload)
+            return await handle.fn(ctx, payload)
         deadline = loop.call_later(handle.timeout, run.cancel, "timeout")
         try:
-            return await handle.fn(ctx, run.claimed.payload)
+            return await handle.fn(ctx, payload)
         finally:
             deadline.cancel()
-    future = loop.run_in_executor(pool, _on_thread, handle.fn, lease_open, ctx, run.claimed.payload)
+    future = loop.run_in_executor(pool, _on_thread, handle.fn, lease_open, ctx, payload)
     run.thread_done = future
     future.add_done_callback(lambda _f: on_thread_exit())
     run.task = None

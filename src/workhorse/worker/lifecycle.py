@@ -49,6 +49,7 @@ from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.flow import Limits, rules_for
+from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
 from workhorse.logs import JobLogger
 from workhorse.worker.bridge import Bridge
@@ -75,6 +76,11 @@ class App(Protocol):
 
     @property
     def is_memory(self) -> bool: ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """The app's lifecycle-event subscribers (``workhorse.hooks``)."""
+        ...
 
     @property
     def limits(self) -> Limits | None:
@@ -135,7 +141,8 @@ class Worker:
         self.sync_threads = sync_threads or sum(self.concurrency.values())
         self.id = f"w-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.stats = WorkerStats()
-        self._names = sorted(h.name for h in app.jobs.values() if h.queue in self.queues)
+        # Every declared job: a run may sit on another queue than its declaration's (enqueue(queue=)).
+        self._names = sorted(app.jobs)
         # A job claimed ahead starts a moment after its claim stamped it: under a rate, none is.
         self._table = RunTable(self.concurrency, claim_ahead=app.limits is None or app.limits.rate_per_tenant is None)
         self._pool: ThreadPoolExecutor | None = None
@@ -379,6 +386,8 @@ class Worker:
             forget=lambda held: self._forget(control, held),
             on_body_loop=bridge.on_body_loop,
             release=self.flow is not None,
+            emit=self._emit_settled,
+            hooks=self.app.hooks,
         )
         claimer = Claimer(
             worker_id=self.id,
@@ -428,6 +437,9 @@ class Worker:
         wait in the buffer (holding their leases, taken when the claim was sent) until a slot frees."""
         was_idle = self._table.hold([self._hold(c, asked_at) for c in claimed])
         self.stats.claimed += len(claimed)
+        if self.app.hooks:
+            for c in claimed:
+                self.app.hooks.job("claimed", self.id, c)
         if was_idle:  # the heartbeat slept on the idle schedule; leases held already set an earlier beat
             control.leased.set()
         self._fill(control)
@@ -438,6 +450,9 @@ class Worker:
         now = time.monotonic()
         for held in starting:
             held.run.started = now
+        if self.app.hooks:
+            for held in starting:
+                self.app.hooks.job("started", self.id, held.run.claimed)
         self._parts.bridge.start(starting)
 
     def _hold(self, claimed: Claimed, asked_at: float) -> Held:
@@ -482,6 +497,7 @@ class Worker:
         if verdict.outcome is None:
             if held.run.reasons and held.run.reasons[0] != "cancelled":
                 self.stats.lease_lost += 1
+                self.app.hooks.job("lease-lost", self.id, held.run.claimed)
             self._forget(control, held)
             return
         control.settles.put_nowait((held, verdict))
@@ -522,6 +538,17 @@ class Worker:
             await parts.claimer.sleep(min(remaining, 0.25) if not cut else 0.1)
             control.wake.clear()
         log.info("worker %s: drained (%s)", self.id, self.stats.as_dict())
+        if self.app.hooks:
+            self.app.hooks.emit(LifecycleEvent(kind="drained", worker_id=self.id))
+
+    def _emit_settled(self, held: Held, verdict: Verdict) -> None:
+        """A landed settle, as a lifecycle event (``workhorse.hooks``)."""
+        kind = OUTCOME_KINDS.get(str(verdict.outcome))
+        if kind is not None and self.app.hooks:
+            run = held.run
+            took = (run.ended or time.monotonic()) - run.started
+            delay = verdict.delay if verdict.outcome == "retry" else None
+            self.app.hooks.job(kind, self.id, run.claimed, duration=took, error=verdict.error, delay=delay)
 
 
 @dataclass(frozen=True)

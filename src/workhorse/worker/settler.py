@@ -17,6 +17,7 @@ from typing import Any
 
 from workhorse.drivers.base import Buried, Settlement
 from workhorse.errors import WorkhorseError
+from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
@@ -78,7 +79,11 @@ class Settler:
         forget: Callable[[Held], None],
         on_body_loop: Callable[[Coroutine[Any, Any, None]], None],
         release: bool = False,
+        emit: Callable[[Held, Verdict], None] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
+        self.emit = emit  # the app's lifecycle hooks (workhorse.hooks), for each landed settle
+        self.hooks = hooks  # and for the rows a claim buried or refused
         self.worker_id = worker_id
         self.visibility = visibility
         self.control = control
@@ -146,6 +151,8 @@ class Settler:
             if ok:
                 if log.isEnabledFor(logging.INFO):
                     log_outcome(self.worker_id, held, verdict)
+                if self.emit is not None:
+                    self.emit(held, verdict)
                 self.announce(held, verdict)
             else:
                 log.warning(
@@ -199,6 +206,10 @@ class Settler:
                 row.attempt,
                 row.max_attempts,
             )
+            if self.hooks:
+                self.hooks.job(
+                    "dead-lettered" if row.state == "dead" else "failed", self.worker_id, row, error=row.last_error
+                )
             handle = self.jobs.get(row.name)
             if handle is None or handle.on_settled is None:
                 continue
@@ -225,6 +236,8 @@ class Settler:
                 row.id,
                 row.name,
             )
+            if self.hooks:
+                self.hooks.job("failed", self.worker_id, row, error=row.last_error)
             handle = self.jobs.get(row.name)
             if handle is None or handle.on_settled is None:
                 continue

@@ -459,8 +459,18 @@ with s as materialized (
     select settled.queue from settled where settled.outcome = 'interrupted' or %(release)s::bool
 ), """
     + wake_cte("handed")
-    + """
-select settled.id::text as id, (select count(*) from wake) as woken from settled
+    + """, told as (
+    -- app.wait's wake-up (workhorse.results): the ids of the runs that finished, on the settled
+    -- channel (never the workers' channel); '' when too many for one payload (waiters re-read).
+    -- Skipped when the server's notification queue is half full: a waiter re-reads on its poll.
+    select pg_notify(%(settled_channel)s,
+                     case when count(*) <= 200 then string_agg(settled.id::text, ',') else '' end)
+    from settled
+    where settled.outcome in ('done', 'dead', 'failed') and pg_notification_queue_usage() < 0.5
+    having count(*) > 0
+)
+select settled.id::text as id, (select count(*) from wake) as woken, (select count(*) from told) as told
+from settled
 """
 )
 
@@ -566,3 +576,4 @@ returning id::text as id
 """
 
 NOTIFY_CHANNEL_SUFFIX = "_jobs"
+SETTLED_CHANNEL_SUFFIX = "_settled"  # SETTLE_MANY's `told`: the ids of runs that finished (app.wait)

@@ -1,0 +1,49 @@
+"""``python manage.py workhorse_worker [options]``: ``workhorse worker`` with Django set up.
+
+Every option after the command name is ``workhorse worker``'s (``--queues``, ``--concurrency``,
+``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...); the App is ``settings.WORKHORSE_APP``.
+Plain ``def`` bodies have Django's stale connections closed around each run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workhorse.contrib.django import app_spec, close_old_connections
+
+
+class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
+    help = "Run a workhorse worker for settings.WORKHORSE_APP (takes every option of `workhorse worker`)."
+
+    def add_arguments(self, parser: Any) -> None:
+        # For call_command(); from manage.py every argument passes through unparsed (run_from_argv).
+        parser.add_argument("--queues")
+        parser.add_argument("--concurrency")
+        parser.add_argument("--visibility-timeout")
+        parser.add_argument("--burst", action="store_true")
+        parser.add_argument("--no-scheduler", action="store_true")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """``manage.py workhorse_worker ...``: every argument goes to ``workhorse worker`` as given
+        (``manage.py`` has already read ``--settings`` and ``--pythonpath``)."""
+        self.handle(worker_args=argv[2:])
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from workhorse.cli.main import State, cli, load_app
+
+        worker_args = options.get("worker_args")
+        if worker_args is None:
+            worker_args = [
+                *(arg for name in ("queues", "concurrency", "visibility_timeout") if options.get(name)
+                  for arg in (f"--{name.replace('_', '-')}", str(options[name]))),
+                *(f"--{name.replace('_', '-')}" for name in ("burst", "no_scheduler") if options.get(name)),
+            ]  # fmt: skip
+        spec = app_spec()
+        close_old_connections(load_app(spec))  # the CLI's load_app answers this same App object
+        cli.main(
+            args=["--app", spec, "worker", *worker_args],
+            prog_name="manage.py workhorse_worker",
+            obj=State(standalone=True),
+        )

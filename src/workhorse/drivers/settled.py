@@ -1,0 +1,48 @@
+"""The Postgres side of ``app.wait`` (``workhorse.results``): a LISTEN session on the settled channel.
+
+SETTLE_MANY's ``told`` CTE sends, on ``<schema>_settled``, the comma-separated ids of the runs a
+settle finished (``done``, ``dead``, ``failed``), or an empty payload when there were too many for
+one notification. One session per wait in flight (``application_name`` ``workhorse:wait``); the
+waiter re-reads the job on every notify naming it and on its poll, so a missed notify costs a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import psycopg
+from psycopg import sql
+
+from workhorse._db.queries.jobs import SETTLED_CHANNEL_SUFFIX
+from workhorse.drivers.postgres_core import translated
+
+log = logging.getLogger("workhorse.wait")
+
+
+async def listen_settled(url: str, schema: str, job_id: str, woke: asyncio.Event) -> Callable[[], Awaitable[None]]:
+    """Start listening; ``woke`` is set when a notify may name ``job_id``. Answers the closer.
+    LISTEN is in place before this returns, so a settle after it is never missed."""
+    with translated():
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, application_name="workhorse:wait")
+        await conn.execute(sql.SQL("listen {}").format(sql.Identifier(schema + SETTLED_CHANNEL_SUFFIX)))
+
+    async def read() -> None:
+        try:
+            async for note in conn.notifies():
+                if not note.payload or job_id in note.payload.split(","):
+                    woke.set()
+        except psycopg.Error:  # the session went away: the waiter's poll still finds the job
+            log.debug("the wait's LISTEN session ended", exc_info=True)
+
+    task = asyncio.create_task(read(), name=f"wait:{job_id}")
+
+    async def close() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await conn.close()
+
+    return close

@@ -1,0 +1,104 @@
+"""The pytest plugin of workhorse (entry point ``workhorse``, loaded when workhorse is installed).
+
+Fixtures:
+
+- ``app``: an App on the memory driver, with a movable clock (``workhorse.testing.drain`` moves
+  it). With ``workhorse_app = myproject.jobs:app`` in your pytest ini (or your own
+  ``workhorse_app`` fixture answering your App), it is YOUR app, switched to a fresh memory driver
+  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``.
+- ``pg_app``: the same app (or a fresh one) on a fresh schema of a real PostgreSQL
+  (``WORKHORSE_DATABASE_URL``, else the embedded server), migrated, dropped after the test.
+- ``workhorse_clock``: the ``Clock`` of ``app``'s memory driver.
+
+A ``conftest.py`` fixture of the same name wins over these (pytest's usual rule), so a project with
+its own ``app`` fixture keeps it and can still use ``workhorse_app``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from workhorse.app import App
+    from workhorse.testing import Clock
+
+INI = "workhorse_app"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(INI, "module:attribute of the App the workhorse fixtures `app` and `pg_app` switch (optional)")
+
+
+@pytest.fixture
+def workhorse_app(request: pytest.FixtureRequest) -> App | None:
+    """Your App, named by the ``workhorse_app`` ini option; None: the fixtures build a fresh one."""
+    spec = request.config.getini(INI)
+    if not spec:
+        return None
+    from workhorse.cli.main import load_app
+
+    return load_app(str(spec))
+
+
+@pytest.fixture
+def workhorse_clock(app: App) -> Clock:
+    from workhorse.testing import clock_of
+
+    return clock_of(app)
+
+
+@pytest.fixture
+def app(workhorse_app: App | None) -> Iterator[App]:
+    from workhorse.app import App
+    from workhorse.testing import memory
+
+    if workhorse_app is None:
+        fresh = App(driver="memory")
+        with memory(fresh):
+            yield fresh
+        return
+    with memory(workhorse_app):
+        yield workhorse_app
+
+
+@pytest.fixture
+def pg_app(workhorse_app: App | None) -> Iterator[App]:
+    from workhorse.app import App
+    from workhorse.drivers.direct import drop_schema
+    from workhorse.embedded import resolve_database_url
+
+    url = resolve_database_url(None)  # WORKHORSE_DATABASE_URL, else the embedded server
+    schema = f"wh_test_{uuid.uuid4().hex[:12]}"
+    target = workhorse_app if workhorse_app is not None else App(url, schema=schema)
+    saved = _point(target, url, schema)
+    try:
+        target.migrate_sync()
+        yield target
+    finally:
+        _restore(target, saved)
+        drop_schema(url, schema)
+
+
+_STATE = ("_url", "schema", "_memory", "_given", "_drivers", "_sync_driver")
+
+
+def _point(app: App, url: str, schema: str) -> dict[str, Any]:
+    """Point ``app`` at ``url``/``schema`` for the test; answers what to put back."""
+    saved = {name: getattr(app, name) for name in _STATE}
+    app._url, app.schema, app._memory, app._given, app._drivers, app._sync_driver = url, schema, None, None, {}, None
+    return saved
+
+
+def _restore(app: App, saved: dict[str, Any]) -> None:
+    """Close the test's connections (now, synchronously: their event loops may have ended) and put
+    the app back."""
+    for _ref, driver in app._drivers.values():
+        driver.abandon()
+    if app._sync_driver is not None:
+        app._sync_driver.abandon()
+    for name, value in saved.items():
+        setattr(app, name, value)

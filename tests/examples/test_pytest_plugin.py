@@ -1,0 +1,82 @@
+"""The pytest plugin (entry point ``workhorse``), run as a user's project would run it: a separate
+pytest process in a project of its own, whose App is declared at import time on PostgreSQL and
+named by ``workhorse_app`` in its ini. (This repository's own conftest defines ``app`` and
+``pg_app`` too, and those win here, so the plugin's are exercised only in that subprocess.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+JOBS = """
+from pydantic import BaseModel
+from workhorse import App, JobContext, Retry
+
+app = App(schema="myproject")  # resolved lazily: declaring jobs connects to nothing
+
+
+class Welcome(BaseModel):
+    user_id: int
+
+
+@app.job(name="myproject.welcome", tenant="none", retry=Retry(attempts=3, base="10m", jitter=False))
+async def welcome(ctx: JobContext, payload: Welcome) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("flaky mail server")
+    return f"sent to {payload.user_id}"
+"""
+
+TESTS = """
+import time
+from myjobs import Welcome, app as declared, welcome
+from workhorse.testing import drain, enqueued, run_job
+
+
+async def test_app_is_my_app_on_memory(app, workhorse_clock):
+    assert app is declared and app.is_memory
+    ref = await welcome.enqueue(Welcome(user_id=7))
+    began, start = time.monotonic(), workhorse_clock.now
+    await drain(app)
+    assert time.monotonic() - began < 20 and (workhorse_clock.now - start).total_seconds() >= 600
+    (job,) = await enqueued(app, welcome)
+    assert (job.id, job.state, job.attempt, job.result) == (ref.id, "done", 2, "sent to 7")
+
+
+async def test_run_job(app):
+    assert await run_job(welcome, {"user_id": 1}, attempt=2) == "sent to 1"
+
+
+async def test_pg_app_is_a_fresh_schema(pg_app):
+    assert pg_app is declared and not pg_app.is_memory and pg_app.schema.startswith("wh_test_")
+    ref = await welcome.enqueue(Welcome(user_id=8))
+    assert [j.id for j in await enqueued(pg_app)] == [ref.id]
+    await pg_app.worker().run(burst=True)
+    job = await pg_app.get_job(ref.id)
+    assert job.state == "delayed" and job.attempt == 1
+
+
+def test_the_app_is_put_back():
+    assert not declared.is_memory and declared.schema == "myproject"
+"""
+
+INI = """
+[pytest]
+workhorse_app = myjobs:app
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+"""
+
+
+def test_the_plugin_fixtures_in_a_users_project(tmp_path: Path, database_url: str) -> None:
+    (tmp_path / "myjobs.py").write_text(textwrap.dedent(JOBS))
+    (tmp_path / "test_jobs.py").write_text(textwrap.dedent(TESTS))
+    (tmp_path / "pytest.ini").write_text(textwrap.dedent(INI))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "WORKHORSE_DATABASE_URL": database_url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "4 passed" in done.stdout
