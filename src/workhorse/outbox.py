@@ -21,6 +21,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, LiteralString
 
 from workhorse._db.queries import outbox as sql
+from workhorse.connections import driver_connection, driver_connection_sync
 from workhorse.drivers.base import JobRef, NewJob
 from workhorse.drivers.outbox_source import (
     Plan,
@@ -173,11 +174,13 @@ class Outbox:
         return [JobRef(job.id) for job in jobs]
 
     async def _write(self, conn: Any, jobs: Sequence[NewJob]) -> None:
+        conn = await driver_connection(conn)  # a SQLAlchemy or Django connection: its psycopg one
         check_conn(conn, "stage")  # an empty batch writes nothing, and still checks what it was handed
         if jobs:
             await execute_on_callers(conn, self.schema, self.q(sql.STAGE), stage_params(jobs, self.channel))
 
     def _write_sync(self, conn: Any, jobs: Sequence[NewJob]) -> None:
+        conn = driver_connection_sync(conn)
         check_conn(conn, "stage", sync=True)
         if jobs:
             execute_on_callers_sync(conn, self.schema, self.q(sql.STAGE), stage_params(jobs, self.channel))
@@ -187,11 +190,11 @@ class Outbox:
     async def migrate(self, conn: Any) -> list[int]:
         """Install or upgrade the staging table in ``conn``'s database (sync or async psycopg
         connection); answers the versions applied now. Safe to run concurrently and again."""
-        return await migrate_on_callers(conn, self.schema, self._migration_plan())
+        return await migrate_on_callers(await driver_connection(conn), self.schema, self._migration_plan())
 
     def migrate_sync(self, conn: Any) -> list[int]:
         """``migrate`` on a synchronous psycopg ``Connection``."""
-        return migrate_on_callers_sync(conn, self.schema, self._migration_plan())
+        return migrate_on_callers_sync(driver_connection_sync(conn), self.schema, self._migration_plan())
 
     def migrate_source(self, url: str, *, shown: str | None = None) -> list[int]:
         """``migrate`` on a connection of its own to ``url`` (``workhorse outbox migrate --source``);

@@ -72,14 +72,19 @@ class Clock:
 class _Hooks:
     """The worker's part of a context (``context.RunHooks``): steps on a private store."""
 
-    def __init__(self, ctx: JobContext, store: Driver, fence: StepFence, is_async: bool) -> None:
+    def __init__(self, ctx: JobContext, store: Driver, fence: StepFence, is_async: bool, draining: bool) -> None:
         self._ctx, self._store, self._fence, self._is_async = ctx, store, fence, is_async
+        self._draining = draining
 
     def make_steps(self) -> Steps:
         return Steps(self._ctx, driver=lambda: self._store, fence=self._fence, is_async=self._is_async)
 
     def progress_requested(self) -> None:
         """Progress stays on the context (``ctx.take_progress()``); nothing to write."""
+
+    def draining(self) -> bool:
+        """What ``ctx.draining`` says: ``run_job(..., draining=True)`` plays a worker's drain."""
+        return self._draining
 
 
 def run_job(handle: JobHandle[Any, Any], payload: Any, **ctx_options: Any) -> Any:
@@ -103,14 +108,17 @@ async def run_job_async(
     cancelled: bool | str = False,
     cancel_after: Duration | None = None,
     timeout: Duration | None = None,  # noqa: ASYNC109  # the job's own timeout, as a worker applies it
+    draining: bool = False,
 ) -> Any:
     """Run ``handle``'s body once, inline, and answer its result (or raise what it raised).
 
-    ``attempt``/``max_attempts`` set what ``ctx.attempt`` and ``ctx.is_final_attempt`` say.
-    ``cancelled`` starts the attempt cancelled (True, or the reason: ``"timeout"``, ``"lease lost"``);
-    ``cancel_after`` cancels it that long after the body starts, as an operator's cancel would (an
-    ``async def`` body gets ``CancelledError`` at its next await; a ``def`` body sees
-    ``ctx.cancelled``). ``timeout`` (default: the job's own) bounds an ``async def`` body.
+        ``attempt``/``max_attempts`` set what ``ctx.attempt`` and ``ctx.is_final_attempt`` say.
+        ``cancelled`` starts the attempt cancelled (True, or the reason: ``"timeout"``, ``"lease lost"``);
+        ``cancel_after`` cancels it that long after the body starts, as an operator's cancel would (an
+        ``async def`` body gets ``CancelledError`` at its next await; a ``def`` body sees
+        ``ctx.cancelled``). ``timeout`` (default: the job's own) bounds an ``async def`` body.
+    ``draining`` makes ``ctx.draining`` true, as during a worker's drain; a body that then calls
+    ``ctx.hand_back()`` raises ``workhorse.context.HandBack`` out of ``run_job``.
     """
     if not isinstance(handle, JobHandle):
         raise ConfigurationError(
@@ -133,7 +141,7 @@ async def run_job_async(
         worker_id=WORKER_ID,
         logger=handle.logger,
     )
-    ctx._hooks = _Hooks(ctx, store, StepFence(claimed.id, WORKER_ID, claimed.claims), handle.is_async)
+    ctx._hooks = _Hooks(ctx, store, StepFence(claimed.id, WORKER_ID, claimed.claims), handle.is_async, draining)
     if cancelled:
         ctx.mark_cancelled(cancelled if isinstance(cancelled, str) else "cancelled")
     body_payload = handle.body_payload(claimed.payload)

@@ -101,6 +101,34 @@ async def test_sync_connections_stage_and_migrate(pg_app: App, dedicated_databas
     assert found == {one.id: "o1", many[0].id: "o2", many[1].id: "o3", awaited.id: "o4"}
 
 
+async def test_sqlalchemy_sessions_stage_in_their_own_transaction(pg_app: App, dedicated_database: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+    from sqlalchemy.orm import Session
+
+    welcome = declare(pg_app)
+    outbox = await migrated(pg_app, dedicated_database)
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dedicated_database))
+    async_engine = create_async_engine(
+        "postgresql+psycopg://", async_creator=lambda: psycopg.AsyncConnection.connect(dedicated_database)
+    )
+    try:
+        with Session(engine) as session:
+            dropped = outbox.stage_sync(session, welcome, {"org": "gone"})
+            session.rollback()
+        with Session(engine) as session, session.begin():
+            session.execute(text("select 1"))
+            kept = outbox.stage_sync(session, welcome, {"org": "o1"})
+        async with AsyncSession(async_engine) as asession, asession.begin():
+            kept_async = await outbox.stage(asession, welcome, {"org": "o2"})
+    finally:
+        engine.dispose()
+        await async_engine.dispose()
+    await relay_once(pg_app, dedicated_database)
+    found = {j.id for j in await jobs(pg_app)}
+    assert found == {kept.id, kept_async.id} and dropped.id not in found
+
+
 async def test_stage_many_is_one_batch_and_the_relay_moves_it_in_batches(pg_app: App, dedicated_database: str) -> None:
     welcome = declare(pg_app)
     outbox = await migrated(pg_app, dedicated_database)

@@ -156,3 +156,24 @@ async def test_memory_switches_an_app_declared_on_postgres_and_back() -> None:
     with pytest.raises(ConfigurationError) as caught:
         await drain(app)
     assert caught.value.code == "TESTING_NEEDS_MEMORY"
+
+
+async def test_run_job_plays_a_drain_for_a_body_that_hands_back_between_units() -> None:
+    from workhorse.context import HandBack
+
+    app = App(driver="memory")
+    done: list[int] = []
+
+    @app.job(name="t.units", tenant="none")
+    async def units(ctx: JobContext, payload: dict[str, Any]) -> int:
+        for unit in range(3):
+            if ctx.draining:
+                ctx.hand_back()
+            done.append(unit)
+        return len(done)
+
+    assert await run_job(units, {}) == 3
+    done.clear()
+    with pytest.raises(HandBack):
+        await run_job(units, {}, draining=True)
+    assert done == []
