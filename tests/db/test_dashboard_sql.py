@@ -159,7 +159,9 @@ async def test_the_dashboards_statements_are_index_backed_at_a_million_rows(pg_a
         )
     for plan in (snapshot, minutes, dead_page):
         assert "Seq Scan on jobs" not in plan and "Seq Scan on counters" not in plan, plan
-    assert "Index Only Scan using jobs_failures_idx" in snapshot, snapshot
+    # The failures' partial index either way: index-only once the vacuum's visibility map is set, a
+    # bitmap scan of it while another test's open snapshot keeps the vacuum from marking the pages.
+    assert re.search(r"(Index Only Scan using|Bitmap Index Scan on) jobs_failures_idx", snapshot), snapshot
     # A range of the primary key (tier, bucket, ...): the minute rows of the hour, not the year beside them.
     assert "Index Scan on counters_pkey" in minutes and "'minute'::text) AND (bucket >= " in minutes, minutes
     # 60 minutes x 8 queues x 10 names read (59 when a minute turned since the fill), summed per queue.

@@ -84,6 +84,22 @@ async def test_enqueue_stamps_the_current_span_and_the_attempt_continues_it(
     assert traceparent_of(first) in seen
 
 
+async def test_a_def_body_on_its_pool_thread_runs_inside_the_attempts_span(
+    app: App, spans: InMemorySpanExporter
+) -> None:
+    seen: list[str | None] = []
+
+    @app.job(name="traced.sync", tenant="none")
+    def traced_sync(ctx: JobContext, payload: Any) -> None:
+        seen.append(current_traceparent())
+
+    with trace.get_tracer("tests").start_as_current_span("web request"):
+        await traced_sync.enqueue({})
+    await app.worker(concurrency=1).run(burst=True)
+    (attempt,) = [s for s in spans.get_finished_spans() if s.name == "workhorse.job traced.sync"]
+    assert seen == [traceparent_of(attempt)]
+
+
 async def test_staging_stamps_the_trace_and_the_relay_carries_it(
     pg_app: App, dedicated_database: str, spans: InMemorySpanExporter
 ) -> None:

@@ -12,6 +12,7 @@ write that finds the claim gone (``LeaseLostError``) ends the attempt with nothi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -183,7 +184,10 @@ async def _call(
             return await handle.fn(ctx, payload)
         finally:
             deadline.cancel()
-    future = loop.run_in_executor(pool, _on_thread, handle.fn, lease_open, ctx, payload)
+    # The thread runs in a copy of this task's context (as asyncio.to_thread does): the attempt's
+    # tracing span, and any context variable a hook or middleware set, are current in a def body too.
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(pool, context.run, _on_thread, handle.fn, lease_open, ctx, payload)
     run.thread_done = future
     future.add_done_callback(lambda _f: on_thread_exit())
     run.task = None
