@@ -8,7 +8,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from workhorse.errors import ConfigurationError, JobCancelledError
 
@@ -60,6 +60,12 @@ class RunHooks(Protocol):
 
     def progress_requested(self) -> None:
         """The run has a new report to write (called from the body's thread or loop)."""
+
+    def draining(self) -> bool:
+        """The worker holding the run has begun to drain."""
+
+    def hand_back(self) -> None:
+        """End the attempt as a drain's hand-back: the row goes back ready, the attempt unspent."""
 
 
 @dataclass
@@ -156,6 +162,26 @@ class JobContext:
     def idempotency_token(self) -> str:
         """Stable per attempt (``<job id>:<attempt>``): hand it to a downstream API that dedupes."""
         return f"{self.id}:{self.attempt}"
+
+    @property
+    def draining(self) -> bool:
+        """True once the worker running this attempt began to drain (SIGTERM, ``stop()``): a body
+        about to start something it must not leave half-done (a webhook's POST) can hand back."""
+        hooks = self._hooks
+        return hooks is not None and hooks.draining()
+
+    def hand_back(self) -> NoReturn:
+        """While ``draining``: end this attempt now, unspent; the job goes back ``ready`` for the
+        next worker, as a drain's cut-off would send it. Raises ``JobCancelledError`` (let it out)."""
+        hooks = self._hooks
+        if hooks is None or not hooks.draining():
+            raise ConfigurationError(
+                code="HAND_BACK_INVALID",
+                cause=f"job {self.name!r} called ctx.hand_back() while its worker is not draining",
+                fix="call it only when ctx.draining is true",
+            )
+        hooks.hand_back()
+        raise JobCancelledError(self.name, self.id, "drain")
 
     def raise_if_cancelled(self) -> None:
         if self._cancelled:

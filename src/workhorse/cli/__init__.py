@@ -7,7 +7,7 @@ operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, 
 embedded server), ``demo``.
 """
 
-from workhorse.cli import db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs
+from workhorse.cli import db, demo, export, fleet, jobs, metrics, queues, retention, run, tasks, verbs, webhooks
 from workhorse.cli.main import cli, main
 
 for _command in (
@@ -21,6 +21,7 @@ for _command in (
     *queues.COMMANDS,
     *retention.COMMANDS,
     *export.COMMANDS,
+    *webhooks.COMMANDS,
     metrics.metrics,
     db.db,
     demo.demo,

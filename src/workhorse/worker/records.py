@@ -49,6 +49,7 @@ class Held:
     renewed_at: float  # lease_clock() when the statement that last set its lease was sent (claim or renewal)
     body_driver: Callable[[], Driver]  # the driver of the loop the body runs on, for its steps
     on_progress: Callable[[Held], None]  # the run has a progress report to write
+    is_draining: Callable[[], bool] = lambda: False  # the worker has begun to drain
     body_done: bool = False
     settled: bool = False
     thread_alive: bool = False
@@ -67,6 +68,15 @@ class Held:
 
     def progress_requested(self) -> None:
         self.on_progress(self)
+
+    def draining(self) -> bool:
+        return self.is_draining()
+
+    def hand_back(self) -> None:
+        """On the body loop: this attempt ends as a drain's hand-back (``interrupted``, unspent)."""
+        if not self.run.reasons:
+            self.run.reasons.append("drain")
+        self.run.ctx.mark_cancelled("drain")
 
 
 @dataclass
