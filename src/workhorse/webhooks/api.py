@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workhorse._db.queries import webhooks as sql
 from workhorse.drivers.base import JobRef
@@ -20,11 +20,9 @@ from workhorse.webhooks import store
 from workhorse.webhooks.errors import WebhookError, endpoint_not_found
 from workhorse.webhooks.guard import check_url
 from workhorse.webhooks.policy import DELIVERY_JOB, WebhookPolicy, check_disable_after
+from workhorse.webhooks.ports import WebhookApp
 from workhorse.webhooks.records import Delivery, DeliveryPage, Endpoint, EndpointPage
 from workhorse.webhooks.signing import new_secret
-
-if TYPE_CHECKING:
-    from workhorse.app import App
 
 MAX_NAME = 200
 MAX_PAGE = 200
@@ -35,7 +33,7 @@ class Webhooks:
     """The webhooks of one app. ``add_endpoint`` and ``rotate_secret`` answer the secret; nothing
     else ever does."""
 
-    def __init__(self, app: App, policy: WebhookPolicy | None) -> None:
+    def __init__(self, app: WebhookApp, policy: WebhookPolicy | None) -> None:
         self._app = app
         self.policy = policy
 

@@ -21,7 +21,7 @@ deadline, a lost lease, a drain's cut-off) records nothing.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workhorse._db.queries import webhooks as sql
 from workhorse.context import JobContext
@@ -30,17 +30,15 @@ from workhorse.webhooks import store
 from workhorse.webhooks.errors import WebhookDeliveryError, WebhookError
 from workhorse.webhooks.guard import check_url, resolve
 from workhorse.webhooks.policy import DELIVERY_JOB, WebhookPolicy
+from workhorse.webhooks.ports import WebhookApp
 from workhorse.webhooks.signing import sign
 from workhorse.webhooks.wire import Answer, post, spread
-
-if TYPE_CHECKING:
-    from workhorse.app import App
 
 JOB_TIMEOUT_MARGIN = 30.0  # the job's own deadline past the request's: a backstop for the ledger write
 
 
-def install(app: App, policy: object) -> WebhookPolicy:
-    """Screen ``App(webhooks=...)`` and declare the delivery job on the app."""
+def install(app: Any, policy: object) -> WebhookPolicy:
+    """Screen ``App(webhooks=...)`` and declare the delivery job on the app (a ``workhorse.App``)."""
     if not isinstance(policy, WebhookPolicy):
         raise ConfigurationError(
             cause=f"webhooks expected a workhorse.webhooks.WebhookPolicy or None, got {policy!r}",
@@ -50,7 +48,7 @@ def install(app: App, policy: object) -> WebhookPolicy:
     return policy
 
 
-def declare(app: App, policy: WebhookPolicy) -> None:
+def declare(app: Any, policy: WebhookPolicy) -> None:
     async def deliver(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await attempt(app, policy, ctx, payload)
 
@@ -67,7 +65,7 @@ def _tenant_of(payload: Any) -> str:
     return str(payload["tenant"])
 
 
-async def attempt(app: App, policy: WebhookPolicy, ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+async def attempt(app: WebhookApp, policy: WebhookPolicy, ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     endpoint_id = str(payload["endpoint_id"])
     row = await store.secrets_of(app, endpoint_id)
     if row is None:
@@ -127,7 +125,7 @@ class _Ledger:
     """Writes this attempt's one ledger row (fenced on the run) and answers why the endpoint was
     disabled by it, if it was (empty: it was not)."""
 
-    def __init__(self, app: App, policy: WebhookPolicy, ctx: JobContext, payload: dict[str, Any]) -> None:
+    def __init__(self, app: WebhookApp, policy: WebhookPolicy, ctx: JobContext, payload: dict[str, Any]) -> None:
         self._app = app
         self._ctx = ctx
         self._base = {

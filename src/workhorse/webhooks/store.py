@@ -3,17 +3,15 @@ Webhooks need PostgreSQL: the memory driver has no endpoints table (``WEBHOOKS_N
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workhorse._db.queries import webhooks as sql
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.webhooks.errors import WebhookError
-
-if TYPE_CHECKING:
-    from workhorse.app import App
+from workhorse.webhooks.ports import WebhookApp
 
 
-def driver_of(app: App) -> PostgresCore:
+def driver_of(app: WebhookApp) -> PostgresCore:
     driver = app.driver
     if not isinstance(driver, PostgresCore):
         raise WebhookError(
@@ -24,10 +22,10 @@ def driver_of(app: App) -> PostgresCore:
     return driver
 
 
-async def fetch(app: App, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+async def fetch(app: WebhookApp, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     return await driver_of(app).fetch(statement, params)
 
 
-async def secrets_of(app: App, endpoint_id: str) -> dict[str, Any] | None:
+async def secrets_of(app: WebhookApp, endpoint_id: str) -> dict[str, Any] | None:
     rows = await fetch(app, sql.ENDPOINT_SECRETS, {"id": endpoint_id})
     return rows[0] if rows else None
