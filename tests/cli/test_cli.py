@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from clikit import HERE, UNKNOWN_ID, as_json, invoke, refused
 
-from workhorse._db.migrate import latest_version
+from workhorse._db.migrate import available
 from workhorse.cli import cli
 
 PINNED_KEYS = {
@@ -41,7 +41,7 @@ WORKHORSE = [sys.executable, "-m", "workhorse"]
 def test_migrate_applies_once_and_reports_json(database_url: str, schema: str) -> None:
     first = invoke(database_url, schema, "migrate", "--json")
     assert first.exit_code == 0, first.output
-    assert as_json(first) == {"applied": list(range(1, latest_version() + 1)), "schema": schema}
+    assert as_json(first) == {"applied": [m.version for m in available()], "schema": schema}  # need not be contiguous
 
     again = invoke(database_url, schema, "migrate", "--json")
     assert as_json(again) == {"applied": [], "schema": schema}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from receiver import Receiver, serving
 
+from webhookkit import Receiver, serving
 from workhorse import App, Retry
 from workhorse.webhooks import WebhookPolicy
 

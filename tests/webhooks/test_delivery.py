@@ -9,9 +9,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from receiver import Receiver, Reply
 from standardwebhooks import Webhook
 
+from webhookkit import Receiver, Reply
 from workhorse import App, Retry
 from workhorse.errors import ConfigurationError
 from workhorse.webhooks import Endpoint, WebhookError, WebhookPolicy, verify
