@@ -7,13 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from webhookkit import Receiver, serving
-from workhorse import App, Retry
-from workhorse.webhooks import WebhookPolicy
-
-POLICY = WebhookPolicy(
-    allow_private=True, allow_http=True, disable_after=4, timeout="3s", retry=Retry(attempts=3, base=0, jitter=False)
-)
+from webhookkit import POLICY, Receiver, serving
+from workhorse import App
 
 
 @pytest.fixture

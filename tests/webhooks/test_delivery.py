@@ -3,6 +3,7 @@ ledger, Retry-After, redirects, auto-disable and manual enable, SSRF at delivery
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -11,10 +12,11 @@ import psycopg
 import pytest
 from standardwebhooks import Webhook
 
-from webhookkit import Receiver, Reply
-from workhorse import App, Retry
-from workhorse.errors import ConfigurationError
+from webhookkit import POLICY, Receiver, Reply
+from workhorse import App, JobContext, Retry
+from workhorse.errors import ConfigurationError, LeaseLostError
 from workhorse.webhooks import Endpoint, WebhookError, WebhookPolicy, verify
+from workhorse.webhooks.deliver import attempt
 
 
 async def drain(app: App) -> None:
@@ -260,3 +262,43 @@ def test_a_policy_whose_timeout_does_not_fit_the_drain_is_refused(database_url: 
     assert app.worker(drain_timeout="40s").queues == ["webhooks"]  # 30 s + 2 s to record fits in 40 s
     with pytest.raises(ConfigurationError, match="webhooks expected"):
         App(database_url, webhooks={"allow_private": True})  # type: ignore[arg-type]
+
+
+async def test_a_cancelled_attempt_writes_no_ledger_row(hook_app: App, receiver: Receiver, database_url: str) -> None:
+    endpoint = await add(hook_app, receiver)
+    receiver.default = Reply(200, delay=2)
+    ref = await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    worker = hook_app.worker(queues=["webhooks"], handle_signals=False)
+    running = asyncio.create_task(worker.run())
+    try:
+        for _ in range(600):
+            if receiver.received:
+                break
+            await asyncio.sleep(0.05)
+        assert receiver.received, "the POST never reached the receiver"
+        await hook_app.cancel(ref.id)  # an operator's cancel while the POST is on the wire
+        for _ in range(600):
+            if worker.stats.lease_lost or (worker.stats.claimed and not worker._table.leased()):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.stop()
+        await running
+    assert (await hook_app.webhooks.deliveries(endpoint.id)).deliveries == []
+    assert (await hook_app.get_job(ref.id)).state == "cancelled"  # type: ignore[union-attr]
+    assert (await hook_app.webhooks.endpoint(endpoint.id)).consecutive_failures == 0
+
+
+async def test_an_attempt_whose_run_is_not_ours_records_nothing(hook_app: App, receiver: Receiver) -> None:
+    endpoint = await add(hook_app, receiver)
+    ref = await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    job = await hook_app.get_job(ref.id)
+    assert job is not None
+    # The job is not running under this worker (its lease went to another, say): the ledger's fence refuses.
+    ctx = JobContext(
+        id=ref.id, name=job.name, queue=job.queue, tenant=job.tenant, attempt=1, max_attempts=3,
+        worker_id="w-somebody-else", logger=logging.getLogger("test"),
+    )  # fmt: skip
+    with pytest.raises(LeaseLostError):
+        await attempt(hook_app, POLICY, ctx, job.payload)
+    assert (await hook_app.webhooks.deliveries(endpoint.id)).deliveries == []
