@@ -3,6 +3,7 @@ request it got (headers and raw body)."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -52,7 +53,8 @@ class Receiver:
 
 
 @contextmanager
-def serving() -> Iterator[Receiver]:
+def serving(tls: tuple[str, str] | None = None) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1; with ``tls=(certfile, keyfile)``, over https."""
     receiver = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -83,6 +85,10 @@ def serving() -> Iterator[Receiver]:
 
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
