@@ -302,3 +302,11 @@ async def test_an_attempt_whose_run_is_not_ours_records_nothing(hook_app: App, r
     with pytest.raises(LeaseLostError):
         await attempt(hook_app, POLICY, ctx, job.payload)
     assert (await hook_app.webhooks.deliveries(endpoint.id)).deliveries == []
+
+
+async def test_webhooks_need_postgres() -> None:
+    app = App(driver="memory", webhooks=POLICY)
+    assert "workhorse.webhooks.deliver" in app.jobs
+    with pytest.raises(WebhookError) as caught:
+        await app.webhooks.add_endpoint("http://127.0.0.1:9/", tenant="o1")
+    assert caught.value.code == "WEBHOOKS_NEED_POSTGRES"

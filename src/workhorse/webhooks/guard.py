@@ -148,7 +148,7 @@ async def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except OSError as error:
+    except (OSError, UnicodeError) as error:  # UnicodeError: a name IDNA cannot encode
         raise WebhookError(
             code="WEBHOOK_DNS_FAILED",
             cause=f"host {target.host!r} did not resolve: {error}",
