@@ -67,6 +67,14 @@ async def test_a_name_resolving_to_loopback_is_refused_and_allowed_only_explicit
     assert target.url_for(address).startswith(("https://127.0.0.1:8443/", "https://[::1]:8443/"))
 
 
+@pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "0177.0.0.1", "127.1"])
+async def test_numeric_forms_of_loopback_are_refused_once_resolved(host: str) -> None:
+    target = check_url(f"https://{host}/hooks", STRICT)  # not a literal to ipaddress: a name, resolved
+    with pytest.raises(WebhookError) as caught:
+        await resolve(target, STRICT)
+    assert caught.value.code == "WEBHOOK_ADDRESS_REFUSED"  # the resolver reads them as 127.0.0.1
+
+
 async def test_an_unresolvable_name_is_its_own_refusal() -> None:
     with pytest.raises(WebhookError) as caught:
         await resolve(check_url("https://no-such-host.invalid/", STRICT), STRICT)

@@ -76,5 +76,12 @@ def test_every_refusal_has_its_own_code() -> None:
     assert code_of(body=BODY, headers={**good, "webhook-signature": "v2,abc"}, secret=secret) == (
         "WEBHOOK_SIGNATURE_INVALID"
     )
+    assert code_of(body=BODY, headers={**good, "webhook-timestamp": "NaN"}, secret=secret) == (
+        "WEBHOOK_TIMESTAMP_INVALID"
+    )
+    for odd in ("v1,ümlaut", "v1,", "v1,AAAA", good["webhook-signature"].upper()):
+        assert code_of(body=BODY, headers={**good, "webhook-signature": odd}, secret=secret) == (
+            "WEBHOOK_SIGNATURE_INVALID"
+        )
     not_json = b"not json"
     assert code_of(body=not_json, headers=signed([secret], body=not_json), secret=secret) == "WEBHOOK_BODY_INVALID"
