@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+import pytest
+
+from webhookkit import Receiver
 from workhorse import App, JobContext, Retry
+from workhorse.webhooks import deliver
 
 
 async def test_a_body_that_sees_the_drain_hands_back_unspent(app: App) -> None:
@@ -44,3 +49,33 @@ async def test_hand_back_outside_a_drain_is_refused(app: App) -> None:
     job = await app.get_job(ref.id)
     assert job is not None and job.state == "dead"
     assert "HAND_BACK_INVALID" in str(job.last_error)
+
+
+async def test_a_delivery_not_yet_on_the_wire_when_the_drain_begins_is_handed_back(
+    hook_app: App, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolving = asyncio.Event()
+    drained = asyncio.Event()
+    real = deliver.resolve
+
+    async def slow_resolve(*args: Any) -> Any:  # the attempt is between its checks and its socket
+        resolving.set()
+        await drained.wait()
+        return await real(*args)
+
+    monkeypatch.setattr(deliver, "resolve", slow_resolve)
+    endpoint = await hook_app.webhooks.add_endpoint(receiver.url, tenant="o1")
+    ref = await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    worker = hook_app.worker(queues=["webhooks"], handle_signals=False)
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(resolving.wait(), 30)
+    stopping = asyncio.create_task(worker.stop())
+    await asyncio.sleep(0.2)  # the drain has begun
+    drained.set()
+    await asyncio.wait_for(stopping, 20)
+    await running
+    assert receiver.received == []  # no POST was started
+    assert (await hook_app.webhooks.deliveries(endpoint.id)).deliveries == []
+    job = await hook_app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("ready", 0)
+    assert worker.stats.interrupted == 1
