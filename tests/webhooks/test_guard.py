@@ -62,9 +62,9 @@ async def test_a_name_resolving_to_loopback_is_refused_and_allowed_only_explicit
         await resolve(target, STRICT)
     assert caught.value.code == "WEBHOOK_ADDRESS_REFUSED"
     assert "localhost" in caught.value.cause
-    address = await resolve(target, OPEN)
-    assert address.is_loopback
-    assert target.url_for(address).startswith(("https://127.0.0.1:8443/", "https://[::1]:8443/"))
+    addresses = await resolve(target, OPEN)
+    assert addresses and all(a.is_loopback for a in addresses)
+    assert target.url_for(addresses[0]).startswith(("https://127.0.0.1:8443/", "https://[::1]:8443/"))
 
 
 @pytest.mark.parametrize("host", ["2130706433", "0x7f000001", "0177.0.0.1", "127.1"])
@@ -105,3 +105,17 @@ def test_status_classes() -> None:
     moved = judge(302, {"location": "http://169.254.169.254/"}, "", 1)
     assert moved.status == "failed" and "not followed" in (moved.error or "")
     assert judge(500, {}, "", 1).status == "failed"
+
+
+async def test_the_next_checked_address_is_tried_only_when_connecting_failed() -> None:
+    from webhookkit import serving
+    from workhorse.webhooks.wire import post
+
+    with serving() as receiver:
+        target = check_url(receiver.url, OPEN)
+        nobody, listening = ipaddress.ip_address("127.0.0.2"), ipaddress.ip_address("127.0.0.1")
+        answer = await post(target, [nobody, listening], {}, b"{}", 5)
+        assert (answer.status, answer.response_code) == ("delivered", 200)
+        assert len(receiver.received) == 1
+        refused = await post(target, [nobody], {}, b"{}", 5)
+        assert refused.status == "failed" and "ConnectError" in (refused.error or "")

@@ -80,7 +80,7 @@ async def attempt(app: WebhookApp, policy: WebhookPolicy, ctx: JobContext, paylo
         )
     try:
         target = check_url(row["url"], policy)
-        address = await resolve(target, policy)
+        addresses = await resolve(target, policy)
     except WebhookError as refused:
         disabled = await ledger.record(
             "failed" if refused.code == "WEBHOOK_DNS_FAILED" else "refused",
@@ -96,7 +96,7 @@ async def attempt(app: WebhookApp, policy: WebhookPolicy, ctx: JobContext, paylo
     body = str(payload["body"]).encode()
     headers = sign(secrets_, str(payload["message_id"]), int(time.time()), body)  # clock-ok: the wire's timestamp
     del secrets_, row
-    answer = await post(target, address, headers, body, policy.timeout)
+    answer = await post(target, addresses, headers, body, policy.timeout)
     disabled = await ledger.record(
         answer.status,
         response_code=answer.response_code,

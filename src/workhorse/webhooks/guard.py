@@ -138,13 +138,14 @@ def check_address(address: IPAddress, host: str, policy: WebhookPolicy) -> None:
         )
 
 
-async def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
-    """The address to connect to: the literal itself, or the first of the name's addresses once
-    every one of them passed the check (``WEBHOOK_ADDRESS_REFUSED``, ``WEBHOOK_DNS_FAILED``)."""
+async def resolve(target: Target, policy: WebhookPolicy) -> list[IPAddress]:
+    """The addresses to connect to, in the resolver's order: the literal itself, or the name's
+    addresses once every one of them passed the check (``WEBHOOK_ADDRESS_REFUSED``,
+    ``WEBHOOK_DNS_FAILED``)."""
     literal = _literal(target.host)
     if literal is not None:
         check_address(literal, target.host, policy)
-        return literal
+        return [literal]
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
@@ -168,4 +169,4 @@ async def resolve(target: Target, policy: WebhookPolicy) -> IPAddress:
         )
     for address in addresses:
         check_address(address, target.host, policy)
-    return addresses[0]
+    return addresses

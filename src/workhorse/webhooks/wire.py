@@ -49,7 +49,11 @@ def _context() -> ssl.SSLContext:
     return _ssl
 
 
-async def post(target: Target, address: IPAddress, headers: dict[str, str], body: bytes, timeout: float) -> Answer:  # noqa: ASYNC109
+async def post(
+    target: Target, addresses: list[IPAddress], headers: dict[str, str], body: bytes, seconds: float
+) -> Answer:
+    """POST to the first of ``addresses`` that accepts a connection: the next is tried only when
+    connecting failed, so nothing was sent to the one before. ``seconds`` bounds the whole attempt."""
     import httpx
 
     started = time.monotonic()
@@ -61,20 +65,26 @@ async def post(target: Target, address: IPAddress, headers: dict[str, str], body
         **headers,
     }
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(seconds):
             async with httpx.AsyncClient(
-                verify=_context(), trust_env=False, follow_redirects=False, timeout=timeout
+                verify=_context(), trust_env=False, follow_redirects=False, timeout=seconds
             ) as client:
-                request = client.build_request(
-                    "POST", target.url_for(address), headers=request_headers, content=body, extensions=extensions
-                )
-                response = await client.send(request, stream=True)
+                for n, address in enumerate(addresses, 1):
+                    request = client.build_request(
+                        "POST", target.url_for(address), headers=request_headers, content=body, extensions=extensions
+                    )
+                    try:
+                        response = await client.send(request, stream=True)
+                        break
+                    except httpx.ConnectError:
+                        if n == len(addresses):
+                            raise
                 try:
                     excerpt = await _excerpt(response)
                 finally:
                     await response.aclose()
     except TimeoutError:
-        return Answer("failed", None, _ms(started), None, f"no complete answer within the timeout of {timeout:g}s")
+        return Answer("failed", None, _ms(started), None, f"no complete answer within the timeout of {seconds:g}s")
     except httpx.HTTPError as error:
         return Answer("failed", None, _ms(started), None, f"{type(error).__name__}: {error}"[:500])
     return judge(response.status_code, response.headers, excerpt, _ms(started))
