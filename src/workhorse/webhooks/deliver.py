@@ -107,8 +107,8 @@ async def attempt(app: WebhookApp, policy: WebhookPolicy, ctx: JobContext, paylo
     )
     if answer.status == "delivered":
         return {"endpoint_id": endpoint_id, "message_id": payload["message_id"], "status": answer.response_code}
-    if disabled:
-        raise TerminalError(f"webhook endpoint {endpoint_id} was disabled by this attempt: {disabled}")
+    if disabled or answer.status == "gone":  # gone: even if an operator disabled it meanwhile
+        raise TerminalError(f"webhook endpoint {endpoint_id} is disabled: {disabled or 'the receiver answered 410'}")
     if answer.retry_after is not None:
         raise RetryAfter(spread(answer.retry_after, policy.retry.max_delay), answer.error or "throttled")
     raise _failed(endpoint_id, answer)
