@@ -25,6 +25,8 @@ from workhorse.retry import Retry
 from workhorse.tasks import TaskDecorator, TaskHandle
 
 if TYPE_CHECKING:
+    from workhorse.webhooks import WebhookPolicy
+    from workhorse.webhooks.api import Webhooks
     from workhorse.worker import Worker
 
 R = TypeVar("R")
@@ -54,6 +56,7 @@ class App:
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         limits: Limits | None = None,
         retention: Retention | None = DEFAULT_RETENTION,
+        webhooks: WebhookPolicy | None = None,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise ConfigurationError(
@@ -107,6 +110,12 @@ class App:
         self._lock = threading.Lock()
         self._admin: Admin | None = None
         self.hooks = Hooks()  # every job lifecycle event of this app's workers (workhorse.hooks)
+        self._webhooks: Webhooks | None = None
+        self.webhook_policy: WebhookPolicy | None = None
+        if webhooks is not None:  # screened, and the delivery job declared (workhorse.webhooks)
+            from workhorse.webhooks.deliver import install
+
+            self.webhook_policy = install(self, webhooks)
 
     # -- storage ------------------------------------------------------------------------------
 
@@ -376,6 +385,15 @@ class App:
         if self._admin is None:
             self._admin = Admin(self)
         return self._admin
+
+    @property
+    def webhooks(self) -> Webhooks:
+        """Webhook endpoints and deliveries (``workhorse.webhooks.api.Webhooks``)."""
+        if self._webhooks is None:
+            from workhorse.webhooks.api import Webhooks
+
+            self._webhooks = Webhooks(self, self.webhook_policy)
+        return self._webhooks
 
     async def list_workers(self) -> list[WorkerInfo]:
         """Live worker processes (registry rows renewed within their visibility timeout)."""

@@ -8,7 +8,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from workhorse.errors import ConfigurationError, JobCancelledError
 
@@ -164,7 +164,7 @@ class JobContext:
         hooks = self._hooks
         return hooks is not None and hooks.draining()
 
-    def hand_back(self) -> None:
+    def hand_back(self) -> NoReturn:
         """Stop now and give the run back ``ready``, attempt unspent (only while ``draining``): the
         next worker to claim it runs it again from the top, so call it between units whose work is
         already committed. Raises ``HandBack``, which the worker catches."""

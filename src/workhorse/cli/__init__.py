@@ -22,6 +22,7 @@ from workhorse.cli import (
     run,
     tasks,
     verbs,
+    webhooks,
 )
 from workhorse.cli.main import cli, main
 
@@ -38,6 +39,7 @@ for _command in (
     *export.COMMANDS,
     *backfill.COMMANDS,
     *outbox.COMMANDS,
+    *webhooks.COMMANDS,
     metrics.metrics,
     dashboard.dashboard,
     db.db,

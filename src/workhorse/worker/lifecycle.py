@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
@@ -61,6 +61,9 @@ from workhorse.worker.records import Control, Held, WorkerStats
 from workhorse.worker.settler import Settler
 from workhorse.worker.table import RunTable
 from workhorse.worker.unknown import UnknownNames
+
+if TYPE_CHECKING:
+    from workhorse.webhooks.policy import WebhookPolicy
 
 log = logging.getLogger("workhorse.worker")
 
@@ -90,6 +93,11 @@ class App(Protocol):
     @property
     def driver(self) -> Driver:
         """The driver for the calling event loop."""
+        ...
+
+    @property
+    def webhook_policy(self) -> WebhookPolicy | None:
+        """``App(webhooks=)``: its request timeout must fit in the drain."""
         ...
 
     def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> Driver:
@@ -155,6 +163,10 @@ class Worker:
         self._burst = False
         self._service = Service("worker", code="WORKER_RUNNING", fix="create a second worker with app.worker() instead")
         self.flow = rules_for(app.limits, {n: app.jobs[n].concurrency for n in self._names})
+        if app.webhook_policy is not None:  # a POST on the wire must fit in the drain (workhorse.webhooks)
+            from workhorse.webhooks.policy import check_drain
+
+            check_drain(app.webhook_policy, self.drain_timeout, self.queues)
 
     def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
         def check(value: Any, what: str) -> int:
