@@ -46,6 +46,8 @@ async def driver_connection(conn: Any) -> Any:
         if isinstance(conn, AsyncSession):
             conn = await conn.connection()
         if isinstance(conn, AsyncConnection):
+            if not conn.in_transaction():  # reaching past it begins nothing: its commit() would then
+                await conn.begin()  # commit nothing, and the pool roll the job back on release
             raw = await conn.get_raw_connection()
             return _checked(raw.driver_connection, "a SQLAlchemy AsyncConnection")
     return _unwrap_sync(conn)
@@ -75,6 +77,8 @@ def _unwrap_sync(conn: Any) -> Any:
         if isinstance(conn, Session):
             conn = conn.connection()  # begins the session's transaction if none is open yet
         if isinstance(conn, Connection):
+            if not conn.in_transaction():  # as a statement of its own would (autobegin), so that
+                conn.begin()  # the caller's commit() commits the job and a rollback drops it
             return _checked(conn.connection.driver_connection, "a SQLAlchemy Connection")
     if "django.db" in sys.modules:
         wrapper = _django_wrapper(conn)

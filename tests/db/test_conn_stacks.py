@@ -68,6 +68,13 @@ def test_sqlalchemy_connection_and_session(app: App, database_url: str, schema: 
             asyncio.run(mail.enqueue({"n": 5}, conn=session))
             session.commit()
         assert count(database_url, schema) == 3
+        with engine.connect() as conn:  # commit as you go: the enqueue is the first thing it does
+            mail.enqueue_sync({"n": 6}, conn=conn)
+            conn.commit()
+        assert count(database_url, schema) == 4
+        with engine.connect() as conn:  # closed uncommitted: SQLAlchemy rolls back, the job goes with it
+            mail.enqueue_sync({"n": 7}, conn=conn)
+        assert count(database_url, schema) == 4
     finally:
         engine.dispose()
 
@@ -93,6 +100,10 @@ async def test_sqlalchemy_async_connection_and_session(database_url: str, schema
         async with AsyncSession(engine) as session, session.begin():
             await mail.enqueue({"n": 5}, conn=session)
         assert await asyncio.to_thread(count, database_url, schema) == 3
+        async with engine.connect() as conn:  # commit as you go, the enqueue first
+            await mail.enqueue({"n": 7}, conn=conn)
+            await conn.commit()
+        assert await asyncio.to_thread(count, database_url, schema) == 4
         async with AsyncSession(engine) as session:
             with pytest.raises(ConfigurationError) as caught:
                 mail.enqueue_sync({"n": 6}, conn=session)
