@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import json
 import logging
 import sys
 import types
@@ -98,6 +99,8 @@ class PayloadType:
     def load(self, data: Any, *, job: str) -> Any:
         """In the worker: the stored JSON as the body's type. Raises ``PAYLOAD_INVALID``."""
         try:
+            if self.kind == "pydantic":  # the row is JSON: JSON-mode rules (a strict model takes its
+                return _pydantic_build(self.type, json.dumps(data), "$", from_json=True)  # ISO dates)
             return self.build(data)
         except Invalid as error:
             raise PayloadError(
@@ -149,11 +152,11 @@ def _is_model(tp: Any) -> bool:
     return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
 
 
-def _pydantic_build(tp: Any, value: Any, path: str) -> Any:
+def _pydantic_build(tp: Any, value: Any, path: str, *, from_json: bool = False) -> Any:
     from pydantic import ValidationError
 
     try:
-        return tp.model_validate(value)
+        return tp.model_validate_json(value) if from_json else tp.model_validate(value)
     except ValidationError as error:
         first = error.errors()[0]
         where = path
@@ -320,7 +323,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # init fields only: build() takes nothing else back, and __post_init__ derives the rest again
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
     if isinstance(value, enum.Enum):
         return _plain(value.value)
     if isinstance(value, datetime | date):

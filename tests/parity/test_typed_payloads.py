@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from workhorse import App, JobContext, PayloadError, Retry
 
@@ -222,3 +222,41 @@ async def test_queue_overrides_the_declaration_per_call(app: App) -> None:
         await mail.enqueue({"n": 1}, queue="")
     stats = await app.worker(queues=["bulk"]).run(burst=True)
     assert stats.completed == 4
+
+
+@dataclasses.dataclass
+class Order:
+    net: int
+    vat: int
+    gross: int = dataclasses.field(init=False)  # derived: not part of what is stored or built
+
+    def __post_init__(self) -> None:
+        self.gross = self.net + self.vat
+
+
+class StrictEvent(BaseModel):
+    model_config = ConfigDict(strict=True)
+    at: datetime
+    ids: tuple[int, int]
+
+
+async def test_a_dataclass_with_a_derived_field_and_a_strict_model_run_as_enqueued(app: App) -> None:
+    seen: list[Any] = []
+
+    @app.job(name="order", tenant="none", retry=Retry(attempts=3, base=0))
+    async def order(ctx: JobContext, payload: Order) -> None:
+        seen.append(payload)
+
+    @app.job(name="strict", tenant="none", retry=Retry(attempts=3, base=0))
+    async def strict(ctx: JobContext, payload: StrictEvent) -> None:
+        seen.append(payload)
+
+    when = datetime(2026, 12, 2, 9, 30, tzinfo=UTC)
+    first = await order.enqueue(Order(net=100, vat=20))
+    second = await strict.enqueue(StrictEvent(at=when, ids=(1, 2)))
+    await app.worker().run(burst=True)
+    for ref in (first, second):
+        job = await app.get_job(ref.id)
+        assert job is not None and job.state == "done", job.last_error if job else None
+    assert seen[0] == Order(net=100, vat=20) and seen[0].gross == 120
+    assert seen[1] == StrictEvent(at=when, ids=(1, 2))
