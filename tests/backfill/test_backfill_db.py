@@ -266,3 +266,25 @@ async def test_rows_per_second_paces_the_pass(bfapp: ModuleType, database_url: s
     [row] = passes(database_url, schema)
     assert row["status"] == "completed" and row["rows"] == 50 and row["batches"] == 5
     assert took >= 0.35  # four waits of ~0.1 s (10 rows at 100 rows/s) between five batches
+
+
+async def test_a_pass_resumes_though_its_gates_refuse_after_it_started(
+    bfapp: ModuleType, database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy between two attempts (a new Alembic head, a worker of another WORKHORSE_ENV) does
+    not fail a pass the gates admitted at its start."""
+    monkeypatch.setenv("WORKHORSE_ENV", "production")
+    started = await bf.start(bfapp.app, "production-only")
+    monkeypatch.setenv("WORKHORSE_ENV", "staging")
+    await run_pass(bfapp.app, context(started.job_id), {"backfill": "production-only", "pass": started.pass_id})
+    [row] = passes(database_url, schema)
+    assert row["status"] == "completed"
+
+
+async def test_a_batch_left_idle_in_its_transaction_is_ended_by_the_server(bfapp: ModuleType) -> None:
+    """The lock a frozen runner holds inside a batch is released by the server, not held forever."""
+    from workhorse.drivers.postgres_backfill import open_ledger
+
+    async with open_ledger(bfapp.app.database_url, bfapp.app.schema) as ledger:
+        cur = await ledger.conn.execute("show idle_in_transaction_session_timeout")
+        assert await cur.fetchone() == ("1min",)

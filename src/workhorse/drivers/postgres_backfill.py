@@ -22,6 +22,10 @@ from psycopg.rows import dict_row
 from workhorse._db.queries import backfill as sql
 from workhorse.drivers.postgres_core import translated
 
+# A batch's transaction may sit idle (its function awaiting something other than this connection)
+# at most this long before the server ends the session: a frozen runner releases the pass's lock.
+IDLE_IN_BATCH = "idle_in_transaction_session_timeout=60s"
+
 
 class PassLedger:
     """The ledger's statements on one connection (``open_ledger``)."""
@@ -120,9 +124,15 @@ class PassLedger:
 
 @asynccontextmanager
 async def open_ledger(url: str, schema: str) -> AsyncIterator[PassLedger]:
-    """One connection for one pass (or dry run, or read), closed at the end."""
+    """One connection for one pass (or dry run, or read), closed at the end. Its server session
+    ends a transaction left idle for ``IDLE_IN_BATCH``: a runner frozen inside a batch (SIGSTOP, a
+    VM paused) would otherwise hold the ledger row's lock, and the runner that re-claimed the job
+    would wait on it for as long as the frozen process lived. The batch rolls back; its cursor was
+    never moved."""
     with translated():
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, application_name="workhorse:backfill")
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, application_name="workhorse:backfill", options=f"-c {IDLE_IN_BATCH}"
+        )
     try:
         yield PassLedger(conn, schema)
     finally:
