@@ -3,8 +3,10 @@
 One module per concept: ``main`` (root options, app loading, refusals), ``run`` (migrate,
 worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
 operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats),
-``retention`` (purge), ``metrics`` (the Prometheus exposition, once or served), ``db`` (the
-embedded server), ``demo``, ``outbox`` (outbox migrate, relay).
+``retention`` (purge), ``export``, ``backfill`` (backfill ls, run), ``outbox`` (outbox migrate,
+relay), ``webhooks`` (webhooks ls, deliveries, enable, disable), ``metrics`` (the Prometheus
+exposition, once or served), ``dashboard`` (the web dashboard), ``db`` (the embedded server),
+``demo``.
 """
 
 from workhorse.cli import (
