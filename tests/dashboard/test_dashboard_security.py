@@ -1,10 +1,12 @@
 """The dashboard's security rules over HTTP (no browser): the token, the session cookie, origin and
-CSRF checks, no action by GET, read-only, escaping; and the command's refusal to serve a
-non-loopback address without a token."""
+CSRF checks, the loopback Host rule without a token (DNS rebinding), the form size limit, no
+action by GET, read-only, escaping; and the command's refusal to serve a non-loopback address
+without a token."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +15,7 @@ from dashkit import HOSTILE, ORIGIN, client, csrf_of, declare, refusal_code
 from workhorse import App
 from workhorse.cli import cli
 from workhorse.dashboard import make_asgi_app
-from workhorse.dashboard.security import COOKIE, check_bind, is_loopback
+from workhorse.dashboard.security import COOKIE, check_bind, host_name, is_loopback
 from workhorse.errors import ConfigurationError
 
 TOKEN = "s3cret-token-123"
@@ -34,6 +36,9 @@ def test_loopback_addresses() -> None:
     with pytest.raises(ConfigurationError) as refused:
         check_bind("0.0.0.0", None)
     assert refused.value.code == "DASHBOARD_TOKEN_REQUIRED"
+    assert host_name("[::1]:8000") == "::1" and host_name("localhost") == "localhost"
+    assert host_name("127.0.0.1:8000") == "127.0.0.1" and host_name("evil.example:80") == "evil.example"
+    assert host_name("") is None and host_name("[::1") is None and host_name("a:1:2") is None
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0:8000", "[::]:8000", "192.168.1.10:9000"])
@@ -182,3 +187,119 @@ async def test_an_action_goes_back_only_to_a_page_of_the_dashboard(seeded: App) 
         assert refused.status_code == 400 and refusal_code(refused.text) == "QUEUE_NAME_INVALID"
         resumed = await http.post("/queues/resume", data=form, headers={"origin": ORIGIN})
         assert resumed.headers["location"] == "/?notice=resumed" and await seeded.admin.pauses() == []
+
+
+EVIL = "evil.example:8000"  # re-pointed at 127.0.0.1 by its owner: the browser still sends its name
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        EVIL,
+        "evil.example",
+        "127.0.0.1.evil.example:8000",
+        "localhost.evil.example",
+        "10.0.0.5:8000",
+        "[::2]:8000",
+        "",
+        "[::1",
+        "127.0.0.1:8000:9",
+    ],
+)
+async def test_without_a_token_a_request_for_another_host_is_refused(seeded: App, host: str) -> None:
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 is same-origin
+    with its own name, so nothing it sends can be told apart by Origin; only its Host can."""
+    job_id = (await seeded.admin.list()).jobs[0].id
+    async with client(make_asgi_app(seeded)) as http:
+        csrf = csrf_of((await http.get(f"/jobs/{job_id}")).text)  # (the attacker cannot even read this)
+        for path in ("/", "/jobs", f"/jobs/{job_id}", "/overview/live", "/workers", "/tasks"):
+            page = await http.get(path, headers={"host": host})
+            assert page.status_code == 403, path
+            assert refusal_code(page.text) == "DASHBOARD_HOST_REFUSED", path
+            assert "hello" not in page.text and job_id not in page.text and csrf not in page.text, path
+            assert "www-authenticate" not in page.headers and page.headers["x-frame-options"] == "DENY"
+        page = await http.get(f"/jobs/{job_id}", headers={"host": host})
+        assert "http://127.0.0.1:8000/" in page.text and "token" in page.text  # the fix: where to browse
+        form = {"csrf": csrf, "confirm": "yes", "state": "ready"}
+        posted = await http.post("/bulk/cancel", data=form, headers={"host": host, "origin": f"http://{host}"})
+        assert posted.status_code == 403 and refusal_code(posted.text) == "DASHBOARD_HOST_REFUSED"
+        posted = await http.post(
+            f"/jobs/{job_id}/cancel", data=form, headers={"host": host, "origin": f"http://{host}"}
+        )
+        assert posted.status_code == 403 and refusal_code(posted.text) == "DASHBOARD_HOST_REFUSED"
+        # The stylesheet holds nothing of the queue: the refusal page keeps its style.
+        assert (await http.get("/static/dashboard.css", headers={"host": host})).status_code == 200
+    assert (await seeded.admin.get(job_id)).state == "ready"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:8000", "127.0.0.1", "127.9.8.7:8000", "localhost:8000", "LocalHost", "[::1]:8000", "[::1]"]
+)
+async def test_without_a_token_loopback_host_names_are_served(seeded: App, host: str) -> None:
+    job_id = (await seeded.admin.list()).jobs[0].id
+    async with client(make_asgi_app(seeded)) as http:
+        page = await http.get(f"/jobs/{job_id}", headers={"host": host})
+        assert page.status_code == 200 and "hello" in page.text
+        form = {"csrf": csrf_of(page.text), "confirm": "yes"}
+        done = await http.post(f"/jobs/{job_id}/cancel", data=form, headers={"host": host, "origin": f"http://{host}"})
+        assert done.status_code == 303, done.text
+    assert (await seeded.admin.get(job_id)).state == "cancelled"  # type: ignore[union-attr]
+
+
+async def test_mounted_without_a_token_the_same_rule_holds(seeded: App) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    web = Starlette(routes=[Mount("/ops/workhorse", app=make_asgi_app(seeded))])
+    async with client(web) as http:
+        refused = await http.get("/ops/workhorse/jobs", headers={"host": "ops.example.com"})
+        assert refused.status_code == 403 and refusal_code(refused.text) == "DASHBOARD_HOST_REFUSED"
+        assert "http://127.0.0.1:8000/ops/workhorse/" in refused.text
+        assert (await http.get("/ops/workhorse/jobs")).status_code == 200
+
+
+async def test_a_token_lifts_the_host_rule(seeded: App) -> None:
+    job_id = (await seeded.admin.list()).jobs[0].id
+    bearer = {"authorization": f"Bearer {TOKEN}", "host": "dash.example.com"}
+    async with client(make_asgi_app(seeded, token=TOKEN)) as http:
+        # Another name, no token: asked for the token (a re-pointed page has neither it nor the cookie).
+        asked = await http.get("/jobs", headers={"host": "dash.example.com"})
+        assert asked.status_code == 401 and refusal_code(asked.text) == "DASHBOARD_UNAUTHORIZED"
+        page = await http.get(f"/jobs/{job_id}", headers=bearer)
+        assert page.status_code == 200 and "hello" in page.text
+        done = await http.post(
+            f"/jobs/{job_id}/cancel",
+            data={"csrf": csrf_of(page.text), "confirm": "yes"},
+            headers={**bearer, "origin": "http://dash.example.com"},
+        )
+        assert done.status_code == 303, done.text
+    assert (await seeded.admin.get(job_id)).state == "cancelled"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_an_oversized_form_is_refused_without_being_read_whole(seeded: App, declared: bool) -> None:
+    """With a Content-Length above the limit nothing is read; without one (chunked), reading stops
+    just past it."""
+    from workhorse.dashboard.actions import MAX_FORM
+
+    job_id = (await seeded.admin.list()).jobs[0].id
+    pulled = 0
+    chunk = b"x" * 1024
+    chunks = 1024  # a megabyte
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal pulled
+        for _ in range(chunks):
+            pulled += 1
+            yield chunk
+
+    form = {"origin": ORIGIN, "content-type": "application/x-www-form-urlencoded"}
+    headers = {**form, "content-length": str(len(chunk) * chunks)} if declared else form
+    async with client(make_asgi_app(seeded)) as http:
+        answer = await http.post(f"/jobs/{job_id}/cancel", content=body(), headers=headers)
+        assert answer.status_code == 413 and refusal_code(answer.text) == "DASHBOARD_FORM_TOO_LARGE"
+        assert pulled == (0 if declared else MAX_FORM // len(chunk) + 1), pulled
+        # A form at the limit is read (and refused only for its missing CSRF token).
+        small = await http.post(f"/jobs/{job_id}/cancel", content=b"a=" + b"x" * (MAX_FORM - 2), headers=form)
+        assert small.status_code == 403 and refusal_code(small.text) == "DASHBOARD_CSRF_INVALID"
+    assert (await seeded.admin.get(job_id)).state == "ready"  # type: ignore[union-attr]

@@ -1,8 +1,10 @@
 """``dashboard``: serve the web dashboard (``workhorse.dashboard``) with uvicorn until stopped.
 
-Bound to loopback it may run without a token; on any other address it refuses to start without
-one (``--token`` or WORKHORSE_DASHBOARD_TOKEN). The extra's packages are imported only here, when
-the command runs, so ``workhorse --help`` never loads them."""
+Bound to loopback it may run without a token, and then answers only requests for a loopback host
+name (``Host: 127.0.0.1:PORT``, ``localhost``, ``[::1]``; any other is DASHBOARD_HOST_REFUSED, so a
+page whose name is re-pointed at 127.0.0.1 cannot read or act on it); on any other address it
+refuses to start without one (``--token`` or WORKHORSE_DASHBOARD_TOKEN). The extra's packages
+are imported only here, when the command runs, so ``workhorse --help`` never loads them."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def parse_bind(text: str) -> tuple[str, int]:
     metavar="TOKEN",
     envvar="WORKHORSE_DASHBOARD_TOKEN",
     help="Ask every request for this token (Authorization: Bearer, or ?token= once). "
-    "Required on any address but loopback. Default: $WORKHORSE_DASHBOARD_TOKEN.",
+    "Required on any address but loopback; without it only loopback host names "
+    "(http://127.0.0.1:PORT, localhost) are served. Default: $WORKHORSE_DASHBOARD_TOKEN.",
 )
 @click.option("--read-only", "read_only", is_flag=True, help="Show the queue; hide and refuse every action.")
 @click.option(

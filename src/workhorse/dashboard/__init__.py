@@ -47,10 +47,16 @@ def make_asgi_app(
     """The dashboard of ``app`` as an ASGI application (a ``starlette.applications.Starlette``).
 
     ``token``: when given, every request must carry it (``Authorization: Bearer T``, or
-    ``?token=T`` once, which sets a session cookie), wherever the app is served. ``read_only``:
+    ``?token=T`` once, which sets a session cookie), under any host name. Without one, nothing is
+    asked, and only requests whose ``Host`` names loopback (``localhost``, ``127.0.0.0/8``,
+    ``[::1]``) are answered; any other is ``403 DASHBOARD_HOST_REFUSED`` (a page of another site
+    re-pointed at 127.0.0.1 by DNS rebinding would otherwise read and act as the operator). So a
+    dashboard served or mounted under a real name needs a token, even behind the host app's own
+    login. ``read_only``:
     no action is shown or accepted. ``refresh_seconds``: how often an open overview asks for
     fresh numbers (each refresh is one ``app.admin.stats`` and one counter series read).
-    Mount it with ``Mount("/workhorse", app=make_asgi_app(app))``; links follow the mount path.
+    Mount it with ``Mount("/workhorse", app=make_asgi_app(app, token=...))``; links follow the
+    mount path.
     """
     require_extra()
     from workhorse.dashboard.web import build

@@ -30,6 +30,29 @@ BULK_VERBS = {"requeue": "Requeue", "cancel": "Cancel", "promote": "Promote"}
 QUEUE_VERBS = {"pause": "Pause", "resume": "Resume"}
 
 
+def too_large(size: str) -> DashboardRefusal:
+    return DashboardRefusal(
+        413,
+        f"an action's form of {size} bytes; the dashboard reads at most {MAX_FORM:,}",
+        "use the page's buttons",
+        code="DASHBOARD_FORM_TOO_LARGE",
+    )
+
+
+async def read_form(request: Request) -> bytes:
+    """The body of an action, at most MAX_FORM bytes: a ``Content-Length`` above it is refused
+    before anything is read, and a body without one (chunked) is read only until it passes it."""
+    declared = request.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > MAX_FORM:
+        raise too_large(f"{int(declared):,}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            raise too_large(f"more than {MAX_FORM:,}")
+    return bytes(body)
+
+
 class Pages(Protocol):
     """What the actions need of the dashboard (``workhorse.dashboard.web.Dashboard``)."""
 
@@ -62,14 +85,7 @@ class Actions:
                 "use the CLI (workhorse requeue ID, ...) or serve a dashboard without --read-only",
                 code="DASHBOARD_READ_ONLY",
             )
-        body = await request.body()
-        if len(body) > MAX_FORM:
-            raise DashboardRefusal(
-                413,
-                f"an action's form of {len(body):,} bytes",
-                "use the page's buttons",
-                code="DASHBOARD_FORM_TOO_LARGE",
-            )
+        body = await read_form(request)
         form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         self.dashboard.guard.check_post(request.headers, form.get("csrf"))
         return form

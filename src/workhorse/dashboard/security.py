@@ -2,8 +2,12 @@
 
 - **Token.** With a token, every request must carry it: ``Authorization: Bearer T``, or
   ``?token=T`` once (answered with a session cookie and a redirect that drops it from the
-  address), or that cookie. Compared in constant time. Without one, nothing is asked: allowed
-  only on loopback (``check_bind``) or when the mounting app guards the path itself.
+  address), or that cookie. Compared in constant time. Without one, nothing is asked, and only a
+  request naming a loopback host (``Host: localhost``, ``127.0.0.0/8`` or ``[::1]``, any port) is
+  served; any other is DASHBOARD_HOST_REFUSED (``check_host``). Listening on loopback is not enough:
+  a page of another site whose name the attacker re-points at 127.0.0.1 (DNS rebinding) is
+  same-origin with its own name, and would read every page and post every form; its requests
+  carry that name in ``Host``. ``check_bind`` refuses to listen beyond loopback without a token.
 - **Actions.** Only POST; each carries the CSRF token of its form (an HMAC of a secret made at
   start, so a page of another site cannot know it) and comes with an ``Origin`` (or, without it,
   a ``Referer``) naming this host: a form posted from elsewhere is refused before it is read.
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -24,6 +29,8 @@ COOKIE = "workhorse_dashboard"
 TOKEN_PARAMETER = "token"  # noqa: S105 - the query parameter's name
 _SESSION_TAG = b"workhorse-dashboard-session"
 _CSRF_TAG = b"workhorse-dashboard-csrf"
+# A Host header: a name or IPv4 address, or a bracketed IPv6 one, then an optional port.
+_HOST = re.compile(r"^(?:\[(?P<v6>[^\[\]]+)\]|(?P<name>[^:\[\]]+))(?::(?P<port>\d{0,5}))?$")
 
 
 class DashboardRefusal(WorkhorseError):
@@ -45,6 +52,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(bare).is_loopback
     except ValueError:
         return False
+
+
+def host_name(header: str) -> str | None:
+    """The host name of a ``Host`` header (``[::1]:8000`` -> ``::1``), or None when it is not one."""
+    found = _HOST.match(header)
+    return None if found is None else (found["v6"] or found["name"])
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -82,9 +95,29 @@ class Guard:
         self.session = hmac.new(key, _SESSION_TAG, hashlib.sha256).hexdigest()
         self.csrf = hmac.new(self._secret, _CSRF_TAG, hashlib.sha256).hexdigest()
 
+    def check_host(self, headers: Mapping[str, str], local_url: str) -> None:
+        """Without a token, DASHBOARD_HOST_REFUSED unless the request's ``Host`` names loopback
+        (the DNS rebinding defence); with one, any host. ``local_url`` is the address the fix
+        names (``http://127.0.0.1:PORT/``)."""
+        if self.token is not None:
+            return
+        given = headers.get("host", "")
+        name = host_name(given)
+        if name is not None and name == name.strip() and is_loopback(name):
+            return
+        raise DashboardRefusal(
+            403,
+            f"this dashboard has no token, so it answers only requests for a loopback host (localhost, "
+            f"127.0.0.1, [::1]); this one was for {given or 'no Host'!r}, which a page of another site "
+            "could be re-pointed to (DNS rebinding)",
+            f"browse {local_url}, or give the dashboard a token (--token, WORKHORSE_DASHBOARD_TOKEN, "
+            "make_asgi_app(app, token=...)) to serve it under another name",
+            code="DASHBOARD_HOST_REFUSED",
+        )
+
     def admits(self, headers: Mapping[str, str], cookies: Mapping[str, str], query_token: str | None) -> str:
-        """``open`` (no token asked), ``ok`` (a bearer or the cookie), ``login`` (``?token=``
-        right: set the cookie) or raise DASHBOARD_UNAUTHORIZED."""
+        """``open`` (no token asked: ``check_host`` keeps it to loopback names), ``ok`` (a bearer
+        or the cookie), ``login`` (``?token=`` right: set the cookie) or raise DASHBOARD_UNAUTHORIZED."""
         if self.token is None:
             return "open"
         given = headers.get("authorization", "")

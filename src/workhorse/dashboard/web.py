@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from workhorse.app import App
 from workhorse.dashboard.actions import Actions
 from workhorse.dashboard.charts import bars, hour_of, state_mix
-from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefusal, Guard
+from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefusal, Guard, is_loopback
 from workhorse.dashboard.views import (
     OVERVIEW_STATES,
     ago,
@@ -291,9 +291,20 @@ def bulk_notice(query: Mapping[str, str]) -> str:
     return f"{verb} {affected:,} job{'s' if affected != 1 else ''}; {remaining:,} remaining (click again to go on)."
 
 
+def local_url(scope: Scope, base: str) -> str:
+    """The dashboard's address on loopback, for DASHBOARD_HOST_REFUSED's fix: the listening
+    address when it is loopback (else 127.0.0.1) and its port."""
+    server = scope.get("server")
+    host = str(server[0]) if server and is_loopback(str(server[0])) else "127.0.0.1"
+    port = f":{server[1]}" if server and server[1] is not None else ""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scope.get('scheme', 'http')}://{shown}{port}{base}/"
+
+
 class Gate:
-    """The ASGI middleware in front of every route: the token (the static files excepted: they
-    hold nothing of the queue, and the refusal page needs its style) and the security headers."""
+    """The ASGI middleware in front of every route: the loopback ``Host`` rule without a token,
+    the token with one (the static files excepted from both: they hold nothing of the queue, and
+    the refusal page needs its style) and the security headers."""
 
     def __init__(self, inner: ASGIApp, dashboard: Dashboard) -> None:
         self.inner = inner
@@ -315,12 +326,14 @@ class Gate:
         route = request.url.path[len(self.dashboard.base(request)) :]
         if not route.startswith("/static/"):
             try:
+                self.dashboard.guard.check_host(request.headers, local_url(scope, self.dashboard.base(request)))
                 verdict = self.dashboard.guard.admits(
                     request.headers, request.cookies, request.query_params.get(TOKEN_PARAMETER)
                 )
             except DashboardRefusal as error:
                 response: Response = self.dashboard.refusal(request, error, page="login")
-                response.headers["www-authenticate"] = 'Bearer realm="workhorse"'
+                if error.status == 401:
+                    response.headers["www-authenticate"] = 'Bearer realm="workhorse"'
                 await response(scope, receive, with_headers)
                 return
             if verdict == "login":  # the token leaves the address bar and the history at once
