@@ -4,6 +4,7 @@ ledger, Retry-After, redirects, auto-disable and manual enable, SSRF at delivery
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 from typing import Any
@@ -17,6 +18,8 @@ from workhorse import App, JobContext, Retry
 from workhorse.errors import ConfigurationError, LeaseLostError
 from workhorse.webhooks import Endpoint, WebhookError, WebhookPolicy, verify
 from workhorse.webhooks.deliver import attempt
+from workhorse.webhooks.guard import Target, check_url
+from workhorse.webhooks.wire import post
 
 
 async def drain(app: App) -> None:
@@ -310,3 +313,92 @@ async def test_webhooks_need_postgres() -> None:
     with pytest.raises(WebhookError) as caught:
         await app.webhooks.add_endpoint("http://127.0.0.1:9/", tenant="o1")
     assert caught.value.code == "WEBHOOKS_NEED_POSTGRES"
+
+
+async def test_a_url_httpx_cannot_send_is_a_recorded_failure_not_an_escape(receiver: Receiver) -> None:
+    # Targets check_url now refuses (an endpoint row stored before it did): post() answers a failure
+    # the ledger records, rather than raising past it.
+    loopback = [ipaddress.ip_address("127.0.0.1")]
+    idn = Target("http", "bücher.de", receiver.port, "/hooks")  # UnicodeEncodeError (the Host header)
+    control = Target("http", "127.0.0.1", receiver.port, "/a\x01b")  # httpx.InvalidURL
+    for target in (idn, control):
+        answer = await post(target, loopback, {}, b"{}", 3)
+        assert answer.status == "failed" and answer.response_code is None and answer.error
+    assert receiver.received == []
+
+
+async def test_an_endpoint_whose_url_is_now_refused_is_recorded_and_ends_the_job(
+    hook_app: App, receiver: Receiver, database_url: str
+) -> None:
+    endpoint = await add(hook_app, receiver)
+    ref = await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    with psycopg.connect(database_url) as conn:  # a row stored before the URL was refused
+        conn.execute(
+            f"update {hook_app.schema}.webhook_endpoints set url = %s where id = %s",  # type: ignore[arg-type]
+            (receiver.url + "/a\x01b", endpoint.id),
+        )
+    await drain(hook_app)
+    assert receiver.received == []
+    [d] = (await hook_app.webhooks.deliveries(endpoint.id)).deliveries
+    assert d.status == "refused" and (d.error or "").startswith("WEBHOOK_URL_INVALID")
+    assert (await hook_app.get_job(ref.id)).state == "dead"  # type: ignore[union-attr]
+    assert (await hook_app.webhooks.endpoint(endpoint.id)).consecutive_failures == 1
+
+
+async def test_a_retry_after_int_cannot_read_is_unstated_and_recorded(hook_app: App, receiver: Receiver) -> None:
+    endpoint = await add(hook_app, receiver)
+    receiver.script = [Reply(429, {"retry-after": "\xb2"}), Reply(200)]  # the latin-1 byte 0xb2: "²".isdigit()
+    ref = await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    await drain(hook_app)
+    page = await hook_app.webhooks.deliveries(endpoint.id)
+    assert [(d.attempt, d.status, d.response_code) for d in page.deliveries] == [
+        (2, "delivered", 200), (1, "throttled", 429),
+    ]  # fmt: skip
+    assert "Retry-After" not in (page.deliveries[1].error or "")  # unstated: the job's backoff retried it
+    assert (await hook_app.get_job(ref.id)).state == "done"  # type: ignore[union-attr]
+    with pytest.raises(WebhookError) as caught:
+        await hook_app.webhooks.deliveries(endpoint.id, after="\xb2")
+    assert caught.value.code == "PAGE_CURSOR_INVALID"
+
+
+async def test_the_excerpt_keeps_no_control_character_but_newline_and_tab(hook_app: App, receiver: Receiver) -> None:
+    endpoint = await add(hook_app, receiver)
+    hostile = "\x1b]52;c;aGk=\x07\x1b[8mhidden\r\n\tok\u009b\x7f\x00é"  # OSC 52 (clipboard), conceal, CSI as C1
+    receiver.default = Reply(500, body=hostile.encode())
+    await hook_app.webhooks.send(endpoint.id, "order.paid", {})
+    await drain(hook_app)
+    excerpt = (await hook_app.webhooks.deliveries(endpoint.id)).deliveries[0].response_excerpt
+    assert excerpt == "\ufffd]52;c;aGk=\ufffd\ufffd[8mhidden\ufffd\n\tok\ufffd\ufffd\ufffdé"
+
+
+async def test_a_compressed_answer_is_never_inflated(receiver: Receiver) -> None:
+    import gzip
+    import tracemalloc
+
+    bomb = gzip.compress(b"A" * 50_000_000, compresslevel=9)  # ~50 kB on the wire, 50 MB inflated
+    receiver.default = Reply(200, {"content-encoding": "gzip"}, body=bomb)
+    target = check_url(receiver.url, POLICY)
+    tracemalloc.start()
+    try:
+        answer = await post(target, [ipaddress.ip_address("127.0.0.1")], {}, b"{}", 3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert answer.status == "delivered" and answer.excerpt is not None
+    assert "AAAA" not in answer.excerpt and len(answer.excerpt) <= 1024  # the raw bytes, bounded
+    assert peak < 10_000_000, f"{peak} bytes allocated reading a {len(bomb)}-byte answer"
+    assert receiver.received[0].headers["accept-encoding"] == "identity"
+
+
+async def test_a_response_judge_cannot_read_is_a_recorded_failure(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workhorse.webhooks import wire
+
+    def unreadable(*args: object) -> float:
+        raise ValueError("a header nobody foresaw")
+
+    monkeypatch.setattr(wire, "retry_after_seconds", unreadable)
+    receiver.default = Reply(429, {"retry-after": "7"})
+    answer = await post(check_url(receiver.url, POLICY), [ipaddress.ip_address("127.0.0.1")], {}, b"{}", 3)
+    assert answer.status == "failed" and "a header nobody foresaw" in (answer.error or "")

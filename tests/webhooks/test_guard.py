@@ -20,6 +20,7 @@ OPEN = WebhookPolicy(allow_private=True, allow_http=True)
         "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0", "224.0.0.1",
         "100.64.0.1", "240.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fc00::1", "ff02::1",
         "::ffff:127.0.0.1", "::ffff:10.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1",
+        "fec0::1", "feff:ffff::1",  # fec0::/10, the deprecated IPv6 site-local range
     ],
 )  # fmt: skip
 def test_non_public_addresses_are_refused(address: str) -> None:
@@ -56,6 +57,39 @@ def test_urls_refused_when_added() -> None:
     assert check_url("http://127.0.0.1:8080/h", OPEN).host_header == "127.0.0.1:8080"
 
 
+def test_a_non_ascii_host_is_sent_idna_encoded_and_an_unencodable_one_refused() -> None:
+    target = check_url("https://bücher.de/hook", STRICT)
+    assert (target.host, target.host_header) == ("xn--bcher-kva.de", "xn--bcher-kva.de")  # Host, SNI, resolver
+    assert check_url("https://[::1]:8443/x", OPEN).host == "::1"  # a literal stays itself
+    assert code("https://exa\ufffdmple.com/hook") == "WEBHOOK_URL_INVALID"  # IDNA refuses the character
+    assert code("https://a\u200eb.com/hook") == "WEBHOOK_URL_INVALID"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://example.com/a\x01b", "https://example.com/h?q=\x7f", "https://exa\x01mple.com/", "https://a\x00b.com/"],
+)
+def test_a_url_httpx_would_not_send_is_refused_when_added(url: str) -> None:
+    assert code(url) == "WEBHOOK_URL_INVALID"
+
+
+async def test_resolution_is_bounded_by_the_policy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import time
+
+    async def hangs(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(10)
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", hangs)
+    policy = WebhookPolicy(timeout="0.2s")
+    started = time.monotonic()
+    with pytest.raises(WebhookError) as caught:
+        await resolve(check_url("https://example.com/hooks", policy), policy)
+    assert caught.value.code == "WEBHOOK_DNS_FAILED" and "0.2s" in caught.value.cause
+    assert time.monotonic() - started < 5
+
+
 async def test_a_name_resolving_to_loopback_is_refused_and_allowed_only_explicitly() -> None:
     target = check_url("https://localhost:8443/hooks", STRICT)  # a name: checked when resolved
     with pytest.raises(WebhookError) as caught:
@@ -85,6 +119,8 @@ def test_retry_after_both_forms() -> None:
     assert retry_after_seconds("120", None) == 120
     assert retry_after_seconds("0", None) is None  # unstated: the job's backoff
     assert retry_after_seconds("soon", None) is None
+    for odd in ("\xb2", "\u0663", "1\xb2"):  # digits to str.isdigit, not to int() (a latin-1 header byte)
+        assert retry_after_seconds(odd, None) is None
     date = "Wed, 21 Oct 2026 07:28:00 GMT"
     assert retry_after_seconds("Wed, 21 Oct 2026 07:30:00 GMT", date) == 120  # against the response's Date
     assert retry_after_seconds("Wed, 21 Oct 2026 07:20:00 GMT", date) is None  # in the past
@@ -102,6 +138,7 @@ def test_status_classes() -> None:
     throttled = judge(429, {"retry-after": "7"}, "", 1)
     assert (throttled.status, throttled.retry_after) == ("throttled", 7)
     assert judge(503, {}, "", 1).retry_after is None
+    assert judge(429, {"retry-after": "\xb2"}, "", 1).retry_after is None
     moved = judge(302, {"location": "http://169.254.169.254/"}, "", 1)
     assert moved.status == "failed" and "not followed" in (moved.error or "")
     assert judge(500, {}, "", 1).status == "failed"

@@ -72,6 +72,10 @@ def test_every_refusal_has_its_own_code() -> None:
     assert code_of(body=BODY, headers={**good, "webhook-timestamp": "soon"}, secret=secret) == (
         "WEBHOOK_TIMESTAMP_INVALID"
     )
+    for odd in ("\xb2", "\u0663" * 10):  # digits to str.isdigit, not to int()
+        assert code_of(body=BODY, headers={**good, "webhook-timestamp": odd}, secret=secret) == (
+            "WEBHOOK_TIMESTAMP_INVALID"
+        )
     assert code_of(body=BODY, headers=good, secret="not-a-secret") == "WEBHOOK_SECRET_INVALID"
     assert code_of(body=BODY, headers={**good, "webhook-signature": "v2,abc"}, secret=secret) == (
         "WEBHOOK_SIGNATURE_INVALID"

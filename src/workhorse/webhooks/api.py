@@ -132,7 +132,7 @@ class Webhooks:
         cursor: int | None = None
         if after is not None:
             text = str(after)
-            if not text.isdigit() or len(text) > 18:
+            if not (text.isascii() and text.isdigit()) or len(text) > 18:  # "²".isdigit() too
                 raise WebhookError(
                     code="PAGE_CURSOR_INVALID",
                     cause=f"after {text[:40]!r} is not a ledger cursor (a page's `next`, a whole number)",

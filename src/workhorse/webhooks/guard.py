@@ -1,12 +1,13 @@
 """The SSRF guard: which URLs an endpoint may have, and which addresses a delivery may connect to.
 
 A URL is checked when the endpoint is added and again at every delivery (the policy may have
-changed): ``https`` only unless ``allow_http``, a host, no credentials. At delivery the host is
-resolved, EVERY address it resolves to is checked, and the request connects to the checked
-address itself (``wire.py`` puts it in the URL and keeps the name for ``Host`` and TLS), so a name
-that resolves to a public address when checked and to 127.0.0.1 when connected (DNS rebinding)
-never reaches the second answer. A name with any refused address is refused, even if it also has
-a public one.
+changed): ``https`` only unless ``allow_http``, a host (IDNA-encoded: the ASCII name is what is
+resolved and sent), no credentials, nothing httpx would refuse to send. At delivery the host is
+resolved (within the policy's ``timeout``), EVERY address it resolves to is checked, and the
+request connects to the checked address itself (``wire.py`` puts it in the URL and keeps the name
+for ``Host`` and TLS), so a name that resolves to a public address when checked and to 127.0.0.1
+when connected (DNS rebinding) never reaches the second answer. A name with any refused address is
+refused, even if it also has a public one.
 """
 
 from __future__ import annotations
@@ -78,11 +79,25 @@ def check_url(url: object, policy: WebhookPolicy) -> Target:
             cause=f"URL {url!r} is plain http; this app delivers over https only",
             fix="use an https:// URL, or App(webhooks=WebhookPolicy(allow_http=True)) for local tests",
         )
+    try:
+        host = host.encode("idna").decode("ascii")  # the name resolved, sent in Host and for TLS
+    except UnicodeError as error:
+        raise WebhookError(
+            code="WEBHOOK_URL_INVALID", cause=f"URL {url!r} has a host IDNA cannot encode: {error}", fix=fix
+        ) from error
     default_port = 443 if parts.scheme == "https" else 80
     target = Target(parts.scheme, host, port or default_port, _path(parts.path, parts.query))
     literal = _literal(host)
     if literal is not None:
         check_address(literal, host, policy)
+    from workhorse.webhooks.wire import unsendable  # wire imports httpx (and this module)
+
+    # What post() builds: the URL with an address in it (a placeholder here), the name in Host.
+    why = unsendable(target.url_for(_PLACEHOLDER))
+    if why is None and not host.isprintable():
+        why = f"the host {host!r} has a non-printable character"
+    if why is not None:
+        raise WebhookError(code="WEBHOOK_URL_INVALID", cause=f"URL {url!r} cannot be sent: {why}", fix=fix)
     return target
 
 
@@ -111,6 +126,7 @@ def refusal(address: IPAddress) -> str | None:
         ("unspecified", address.is_unspecified),
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
+        ("site-local", isinstance(address, ipaddress.IPv6Address) and address.is_site_local),  # fec0::/10
         ("multicast", address.is_multicast),
         ("private", address.is_private),
         ("reserved", address.is_reserved),
@@ -123,6 +139,7 @@ def refusal(address: IPAddress) -> str | None:
 
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_PLACEHOLDER = ipaddress.IPv4Address("192.0.2.1")  # TEST-NET-1: only ever parsed, never connected to
 
 
 def check_address(address: IPAddress, host: str, policy: WebhookPolicy) -> None:
@@ -148,7 +165,14 @@ async def resolve(target: Target, policy: WebhookPolicy) -> list[IPAddress]:
         return [literal]
     loop = asyncio.get_running_loop()
     try:
-        infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+        async with asyncio.timeout(policy.timeout):  # the resolver's thread may go on; we do not wait
+            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    except TimeoutError as error:
+        raise WebhookError(
+            code="WEBHOOK_DNS_FAILED",
+            cause=f"host {target.host!r} did not resolve within the timeout of {policy.timeout:g}s",
+            fix="check the endpoint's URL (workhorse webhooks ls) and this host's resolver",
+        ) from error
     except (OSError, UnicodeError) as error:  # UnicodeError: a name IDNA cannot encode
         raise WebhookError(
             code="WEBHOOK_DNS_FAILED",

@@ -20,9 +20,9 @@ class WebhookPolicy:
     ``allow_private``: deliver to loopback, private, link-local and other non-public addresses
     (tests on 127.0.0.1; never in production). ``allow_http``: plain ``http://`` URLs too.
     ``disable_after``: consecutive failed attempts that disable an endpoint (``add_endpoint(...,
-    disable_after=N)`` overrides it per endpoint). ``timeout``: one request, resolution to the
-    last byte read; it must stay below the worker's ``drain_timeout`` by 2 s. ``queue`` and
-    ``retry``: where the delivery jobs run, and how often each is tried.
+    disable_after=N)`` overrides it per endpoint). ``timeout``: the name's resolution, then one
+    request to the last byte read; it must stay below the worker's ``drain_timeout`` by 2 s.
+    ``queue`` and ``retry``: where the delivery jobs run, and how often each is tried.
     """
 
     allow_private: bool

@@ -110,7 +110,7 @@ def verify(
             fix="pass the request's headers as received (a Standard Webhooks delivery carries all three)",
         )
     stamp_text = lower[HEADER_TIMESTAMP].strip()
-    if not stamp_text.isdigit() or len(stamp_text) > 12:
+    if not (stamp_text.isascii() and stamp_text.isdigit()) or len(stamp_text) > 12:  # "²".isdigit() too
         raise WebhookVerificationError(
             code="WEBHOOK_TIMESTAMP_INVALID",
             cause=f"webhook-timestamp {stamp_text[:40]!r} is not whole Unix seconds",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import ssl
 import time
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ async def post(
         "host": target.host_header,
         "content-type": "application/json",
         "user-agent": USER_AGENT,
+        "accept-encoding": "identity",  # the excerpt is read raw: nothing is inflated
         **headers,
     }
     try:
@@ -83,11 +85,25 @@ async def post(
                     excerpt = await _excerpt(response)
                 finally:
                     await response.aclose()
+                answer = judge(response.status_code, response.headers, excerpt, _ms(started))
     except TimeoutError:
         return Answer("failed", None, _ms(started), None, f"no complete answer within the timeout of {seconds:g}s")
-    except httpx.HTTPError as error:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:  # ValueError: UnicodeEncodeError, a parse
         return Answer("failed", None, _ms(started), None, f"{type(error).__name__}: {error}"[:500])
-    return judge(response.status_code, response.headers, excerpt, _ms(started))
+    return answer
+
+
+def unsendable(url: str) -> str | None:
+    """Why httpx would refuse to send to ``url`` (a non-printable character, say), or None."""
+    try:
+        import httpx
+    except ImportError:  # without the webhooks extra nothing is ever sent; add_endpoint works as before
+        return None
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as error:
+        return str(error)
+    return None
 
 
 def judge(code: int, headers: object, excerpt: str, latency_ms: float) -> Answer:
@@ -119,7 +135,7 @@ def retry_after_seconds(value: str | None, date: str | None, now: datetime | Non
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²".isdigit() too, and int() refuses it
         seconds = float(int(text[:12]))
         return seconds if seconds > 0 else None
     when = _http_date(text)
@@ -153,11 +169,15 @@ async def _excerpt(response: object) -> str:
 
     assert isinstance(response, httpx.Response)
     kept = b""
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.aiter_raw():  # as sent: a compressed answer is never inflated
         kept += chunk
         if len(kept) >= EXCERPT_BYTES:
             break
-    return kept[:EXCERPT_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    text = kept[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+    return _CONTROLS.sub("\ufffd", text)  # no terminal escape reaches `workhorse webhooks deliveries`
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 and C1 (DEL too), but newline and tab
 
 
 def _ms(started: float) -> float:
