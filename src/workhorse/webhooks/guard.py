@@ -90,8 +90,6 @@ def check_url(url: object, policy: WebhookPolicy) -> Target:
     literal = _literal(host)
     if literal is not None:
         check_address(literal, host, policy)
-    from workhorse.webhooks.wire import unsendable  # wire imports httpx (and this module)
-
     # What post() builds: the URL with an address in it (a placeholder here), the name in Host.
     why = unsendable(target.url_for(_PLACEHOLDER))
     if why is None and not host.isprintable():
@@ -99,6 +97,20 @@ def check_url(url: object, policy: WebhookPolicy) -> Target:
     if why is not None:
         raise WebhookError(code="WEBHOOK_URL_INVALID", cause=f"URL {url!r} cannot be sent: {why}", fix=fix)
     return target
+
+
+def unsendable(url: str) -> str | None:
+    """Why httpx would refuse to send to ``url`` (a non-printable character, say), or None. httpx is
+    imported here only when a URL is checked, as ``wire`` imports it only to send."""
+    try:
+        import httpx
+    except ImportError:  # without the webhooks extra nothing is ever sent; add_endpoint works as before
+        return None
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as error:
+        return str(error)
+    return None
 
 
 def _path(path: str, query: str) -> str:

@@ -93,19 +93,6 @@ async def post(
     return answer
 
 
-def unsendable(url: str) -> str | None:
-    """Why httpx would refuse to send to ``url`` (a non-printable character, say), or None."""
-    try:
-        import httpx
-    except ImportError:  # without the webhooks extra nothing is ever sent; add_endpoint works as before
-        return None
-    try:
-        httpx.URL(url)
-    except (httpx.InvalidURL, ValueError) as error:
-        return str(error)
-    return None
-
-
 def judge(code: int, headers: object, excerpt: str, latency_ms: float) -> Answer:
     """The ledger's status for a response: 2xx delivered, 410 gone, 429/503 throttled (with the
     Retry-After it states), anything else (3xx included: never followed) failed."""
