@@ -22,10 +22,6 @@ from psycopg.rows import dict_row
 from workhorse._db.queries import backfill as sql
 from workhorse.drivers.postgres_core import translated
 
-# A batch's transaction may sit idle (its function awaiting something other than this connection)
-# at most this long before the server ends the session: a frozen runner releases the pass's lock.
-IDLE_IN_BATCH = "idle_in_transaction_session_timeout=60s"
-
 
 class PassLedger:
     """The ledger's statements on one connection (``open_ledger``)."""
@@ -130,9 +126,8 @@ async def open_ledger(url: str, schema: str) -> AsyncIterator[PassLedger]:
     would wait on it for as long as the frozen process lived. The batch rolls back; its cursor was
     never moved."""
     with translated():
-        conn = await psycopg.AsyncConnection.connect(
-            url, autocommit=True, application_name="workhorse:backfill", options=f"-c {IDLE_IN_BATCH}"
-        )
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, application_name="workhorse:backfill")
+        await conn.execute(sql.IDLE_IN_BATCH)  # a SET, not options=: that would drop the URL's own options
     try:
         yield PassLedger(conn, schema)
     finally:
