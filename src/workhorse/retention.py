@@ -4,20 +4,22 @@
 everything. The fleet's scheduler leader purges on its own cadence (``every``, hourly by
 default); ``workhorse purge`` (``app.admin.purge()``) does it now. What each target removes:
 
-=============== ===========================================================================
-``done``        jobs finished ``done`` longer ago than this (their steps go with them)
-``cancelled``   jobs cancelled longer ago than this
-``failed``      jobs failed for good (``dead_letter=False``) longer ago than this
-``dead``        dead-lettered jobs, longer ago than this
-``events``      stored events expired longer ago than this (``0``: at their expiry)
-``workers``     registry rows of workers gone (expired) longer ago than this
-``flow_starts`` per-tenant rate stamps older than this (never less than the app's rate window)
-``counters``    day counters older than this (minute and hour counters are folded into days)
-=============== ===========================================================================
+====================== ===========================================================================
+``done``               jobs finished ``done`` longer ago than this (their steps go with them)
+``cancelled``          jobs cancelled longer ago than this
+``failed``             jobs failed for good (``dead_letter=False``) longer ago than this
+``dead``               dead-lettered jobs, longer ago than this
+``events``             stored events expired longer ago than this (``0``: at their expiry)
+``workers``            registry rows of workers gone (expired) longer ago than this
+``flow_starts``        per-tenant rate stamps older than this (never less than the app's rate window)
+``counters``           day counters older than this (minute and hour counters are folded into days)
+``webhook_deliveries`` webhook delivery ledger rows older than this, by attempt (``created_at``)
+====================== ===========================================================================
 
 A target set to ``None`` is kept forever. A live job (ready, delayed, running, suspended) is
 never purged, whatever its age. An idempotency key holds only while its job is live, so purging
-a finished keyed job lets in nothing its finishing had not already let in.
+a finished keyed job lets in nothing its finishing had not already let in. The memory driver has
+no webhooks: its ``webhook_deliveries`` count is always 0.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from workhorse.errors import ConfigurationError
 
 MAX_BATCH = 10_000
 JOB_TARGETS = ("done", "cancelled", "failed", "dead")
+# The drivers' targets, then the webhooks delivery ledger (migration 014's table, always present).
+TARGETS: tuple[str, ...] = (*PURGE_TARGETS, "webhook_deliveries")
 
 
 @dataclass(frozen=True, init=False)
@@ -45,6 +49,7 @@ class Retention:
     workers: float | None
     flow_starts: float | None
     counters: float | None
+    webhook_deliveries: float | None
     every: float
     batch: int
 
@@ -59,6 +64,7 @@ class Retention:
         workers: Duration | None = "1d",
         flow_starts: Duration | None = "1d",
         counters: Duration | None = "400d",
+        webhook_deliveries: Duration | None = "30d",
         every: Duration = "1h",
         batch: int = 500,
     ) -> None:
@@ -71,6 +77,7 @@ class Retention:
             "workers": workers,
             "flow_starts": flow_starts,
             "counters": counters,
+            "webhook_deliveries": webhook_deliveries,
         }
         for target, value in ages.items():
             seconds = None if value is None else to_seconds(value, what=f"Retention({target})")
@@ -85,7 +92,7 @@ class Retention:
 
     def policy(self, *, rate_window: float | None = None) -> PurgePolicy:
         """The driver's policy: every kept target's age (a rate's stamps live at least its window)."""
-        ages = {t: getattr(self, t) for t in PURGE_TARGETS if getattr(self, t) is not None}
+        ages = {t: getattr(self, t) for t in TARGETS if getattr(self, t) is not None}
         if "flow_starts" in ages and rate_window is not None:
             ages["flow_starts"] = max(ages["flow_starts"], rate_window)
         return PurgePolicy(ages, self.batch)
@@ -107,7 +114,7 @@ class PurgeReport:
         return sum(self.removed.values()) + self.steps
 
     def to_dict(self) -> dict[str, Any]:
-        others = {t: self.removed.get(t, 0) for t in PURGE_TARGETS if t not in JOB_TARGETS}
+        others = {t: self.removed.get(t, 0) for t in TARGETS if t not in JOB_TARGETS}
         return {
             "removed": {"jobs": {t: self.removed.get(t, 0) for t in JOB_TARGETS}, "steps": self.steps, **others},
             "dry_run": self.dry_run,

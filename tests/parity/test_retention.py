@@ -35,6 +35,7 @@ NOTHING = {
     "workers": None,
     "flow_starts": None,
     "counters": None,
+    "webhook_deliveries": None,
 }
 EVERYTHING = dict.fromkeys(NOTHING, 0)
 
@@ -48,6 +49,7 @@ update {s}.workers set started_at = started_at - %(i)s, last_seen_at = last_seen
     expires_at = expires_at - %(i)s;
 update {s}.counters set bucket = bucket - %(i)s;
 update {s}.flow_starts set started_at = started_at - %(i)s;
+update {s}.webhook_deliveries set created_at = created_at - %(i)s;
 """
 
 
@@ -109,7 +111,7 @@ async def aged(request: pytest.FixtureRequest, database_url: str) -> AsyncIterat
 
 def report(dry_run: bool = False, steps: int = 0, **removed: int) -> dict[str, Any]:
     jobs = {t: removed.pop(t, 0) for t in ("done", "cancelled", "failed", "dead")}
-    others = {t: removed.pop(t, 0) for t in ("events", "workers", "flow_starts", "counters")}
+    others = {t: removed.pop(t, 0) for t in ("events", "workers", "flow_starts", "counters", "webhook_deliveries")}
     assert not removed, removed
     return {"removed": {"jobs": jobs, "steps": steps, **others}, "dry_run": dry_run}
 
@@ -510,7 +512,15 @@ async def test_the_report_has_the_documented_shape(aged: Aged) -> None:
     purged = await aged.app.admin.purge()
     document = purged.to_dict()
     assert list(document) == ["removed", "dry_run"]
-    assert list(document["removed"]) == ["jobs", "steps", "events", "workers", "flow_starts", "counters"]
+    assert list(document["removed"]) == [
+        "jobs",
+        "steps",
+        "events",
+        "workers",
+        "flow_starts",
+        "counters",
+        "webhook_deliveries",
+    ]
     assert list(document["removed"]["jobs"]) == ["done", "cancelled", "failed", "dead"]
     assert document == EVERY_TARGET
     assert all(type(n) is int for n in document["removed"]["jobs"].values())
@@ -523,6 +533,7 @@ def test_the_defaults_are_the_documented_ones() -> None:
     policy = Retention()
     assert (policy.done, policy.cancelled, policy.failed, policy.dead) == (DAY, DAY, 7 * DAY, 14 * DAY)
     assert (policy.events, policy.workers, policy.flow_starts, policy.counters) == (0, DAY, DAY, 400 * DAY)
+    assert policy.webhook_deliveries == 30 * DAY
     assert (policy.every, policy.batch) == (HOUR, 500)
     assert App(driver="memory").retention == policy
     kept = Retention(done=None, every="5m", batch=10_000)
@@ -540,6 +551,9 @@ def test_the_defaults_are_the_documented_ones() -> None:
         ({"workers": "1y"}, "'1y'"),
         ({"flow_starts": math.inf}, "inf"),
         ({"counters": [1]}, "[1]"),
+        ({"webhook_deliveries": -1}, "-1"),
+        ({"webhook_deliveries": "a month"}, "'a month'"),
+        ({"webhook_deliveries": math.nan}, "nan"),
         ({"every": 0}, "0"),
         ({"every": None}, "None"),
         ({"batch": 0}, "0"),

@@ -17,9 +17,10 @@ from workhorse.retention import PurgeReport
 @pass_state
 def purge(state: State, *, dry_run: bool, as_json: bool) -> None:
     """Remove, now, what the app's retention policy says has aged out: finished jobs by state
-    (with their steps), expired events, gone workers' registry rows, old rate stamps and day
-    counters. Live jobs are never removed. Small batches, each its own transaction: it is safe
-    beside running workers and beside the leader's own purge (each row goes once).
+    (with their steps), expired events, gone workers' registry rows, old rate stamps, day
+    counters and the webhooks delivery ledger's old rows. Live jobs are never removed. Small
+    batches, each its own transaction: it is safe beside running workers and beside the
+    leader's own purge (each row goes once).
 
     The policy is the app's (`App(retention=Retention(...))`, loaded with --app); without --app,
     the default policy. A dry run prints the same document as a real one.
@@ -39,7 +40,7 @@ def purge(state: State, *, dry_run: bool, as_json: bool) -> None:
     table.add_column("would remove" if dry_run else "removed", justify="right", no_wrap=True)
     for state_name, n in document["jobs"].items():
         table.add_row(f"jobs {state_name}", f"{n:,}")
-    for target in ("steps", "events", "workers", "flow_starts", "counters"):
+    for target in ("steps", "events", "workers", "flow_starts", "counters", "webhook_deliveries"):
         table.add_row(target.replace("_", " "), f"{document[target]:,}")
     console = stdout()
     console.print(table)

@@ -123,6 +123,29 @@ select count(*) as removed, 0 as steps from {schema}.counters as c
 where c.tier = 'day' and c.bucket < now() - %(age)s::float8 * interval '1 second'
 """
 
+# The webhooks delivery ledger's rows older than `age` seconds by their attempt time (created_at),
+# oldest first: the batch walks webhook_deliveries_created_idx (migration 017) and deletes its
+# rows by primary key (`= any(array(...))`: a join to the CTE would hash the whole ledger).
+PURGE_WEBHOOK_DELIVERIES = """
+with doomed as (
+    select d.id from {schema}.webhook_deliveries as d
+    where d.created_at < now() - %(age)s::float8 * interval '1 second'
+    order by d.created_at
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.webhook_deliveries as d
+    where d.id = any(array(select doomed.id from doomed))
+    returning d.id
+)
+select count(*) as removed, 0 as steps from gone
+"""
+
+COUNT_WEBHOOK_DELIVERIES = """
+select count(*) as removed, 0 as steps from {schema}.webhook_deliveries as d
+where d.created_at < now() - %(age)s::float8 * interval '1 second'
+"""
+
 # target -> (purge batch, dry-run count); the job states share PURGE_JOBS with their state.
 JOB_TARGETS = ("done", "cancelled", "failed", "dead")
 STATEMENTS = {
@@ -130,4 +153,5 @@ STATEMENTS = {
     "workers": (PURGE_WORKERS, COUNT_WORKERS),
     "flow_starts": (PURGE_FLOW_STARTS, COUNT_FLOW_STARTS),
     "counters": (PURGE_COUNTERS, COUNT_COUNTERS),
+    "webhook_deliveries": (PURGE_WEBHOOK_DELIVERIES, COUNT_WEBHOOK_DELIVERIES),
 }
