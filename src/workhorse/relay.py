@@ -12,14 +12,19 @@ full:
    transaction), conflicts on the id or on a live idempotency key doing nothing;
 3. **mark** them published in the source (``MARK_PUBLISHED``), with each row's outcome.
 
-A relay killed between 2 and 3 leaves rows the queue already holds; whoever claims them after the
-lease inserts nothing (their ids are taken: outcome ``present``) and marks them. So every committed
-staged row becomes exactly one job, and a rolled-back one never existed to be claimed.
+A relay killed between 2 and 3 leaves rows the queue already received; whoever claims them after
+the lease inserts nothing and marks them (outcome ``present``). The queue knows them by a tombstone
+per staged id (``{schema}.outbox_received``, written by ``ENQUEUE_STAGED`` before the job), not by
+the job, which may be finished and purged (or removed) by then. So every committed staged row
+becomes exactly one job, and a rolled-back one never existed to be claimed.
 
 Wake-ups: a stage's NOTIFY (sent at its COMMIT) wakes the loop at once; without one, the loop
 claims again every ``poll_interval``, which is the guarantee (and, on a LISTEN session that died,
 the probe that finds it dead). Retention: every ``purge_every`` the loop removes published rows
-older than ``retention`` from its source, a bounded batch a statement.
+older than ``retention`` from its source, a bounded batch a statement; at the same cadence (once
+for all the loops) the relay removes the queue's tombstones older than ``max(retention, 7 days)``,
+so a tombstone outlives its published row, and a row left pending by a dead relay is still known
+for at least a week. ``retention=None`` keeps both.
 
 Shutdown, like the worker's two phases: the first SIGTERM or SIGINT (or ``stop()``) stops
 claiming; a pass in flight finishes its batch (insert and mark), then every loop closes its
@@ -54,7 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("workhorse.relay")
 
-PURGE_BATCH = 500  # published rows removed per statement
+PURGE_BATCH = 500  # published rows (or tombstones) removed per statement
+RECEIVED_MIN_AGE = 7 * 86400.0  # seconds a tombstone is kept at the least, whatever the retention
 BACKOFF_FIRST = 0.5  # seconds before the first reconnect; doubled per failure, jittered, capped
 BACKOFF_MAX = 10.0
 
@@ -63,6 +69,8 @@ class StagedQueue(Protocol):
     """What the relay needs of the queue's driver (``PostgresOutbox``, ``MemoryOutbox``)."""
 
     async def enqueue_staged(self, jobs: Sequence[NewJob]) -> list[str]: ...
+
+    async def purge_received(self, age: float, batch: int) -> int: ...
 
 
 @dataclass
@@ -84,10 +92,11 @@ class RelayStats:
     """What ``run()`` answers, and ``workhorse relay --json`` prints at exit."""
 
     sources: list[SourceStats] = field(default_factory=list)
+    received_purged: int = 0  # the queue's tombstones removed (outbox_received)
 
     def to_dict(self) -> dict[str, Any]:
         totals = {k: sum(getattr(s, k) for s in self.sources) for k in _COUNTS}
-        return {**totals, "sources": [asdict(s) for s in self.sources]}
+        return {**totals, "received_purged": self.received_purged, "sources": [asdict(s) for s in self.sources]}
 
 
 _URL_PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)[^@]*@")
@@ -108,7 +117,8 @@ class Relay:
     ``batch`` rows a claim (500); ``lease`` how long a claimed batch is this relay's (30 s: a
     killed relay's rows come back after it); ``poll_interval`` between claims when no NOTIFY comes
     (15 s); ``retention`` how long published rows are kept as the audit trail (``7d``; None keeps
-    them), purged every ``purge_every`` (1 h). ``handle_signals`` False leaves SIGTERM to the caller.
+    them), purged every ``purge_every`` (1 h), and with them the queue's tombstones older than
+    ``max(retention, 7 days)`` (``received_age``). ``handle_signals`` False leaves SIGTERM to the caller.
     """
 
     def __init__(
@@ -145,6 +155,8 @@ class Relay:
         self.lease = to_seconds(lease, what="lease", allow_zero=False)
         self.poll_interval = to_seconds(poll_interval, what="poll_interval", allow_zero=False)
         self.retention = None if retention is None else to_seconds(retention, what="retention")
+        # A tombstone outlives its published row: the row can no longer be claimed once purged.
+        self.received_age = None if self.retention is None else max(self.retention, RECEIVED_MIN_AGE)
         self.purge_every = to_seconds(purge_every, what="purge_every", allow_zero=False)
         self.handle_signals = handle_signals
         self.id = relay_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -152,6 +164,7 @@ class Relay:
         self._service = Service("relay", code="RELAY_RUNNING", fix="stop the running relay first: await relay.stop()")
         self._loops: list[asyncio.Task[None]] = []  # one per source, while run() runs
         self._queue_failures = 0  # batches the queue refused in a row (its backoff, shared by the loops)
+        self._next_received_purge = 0.0  # monotonic: the queue's tombstones, once for all the loops
 
     def check_sources(self) -> None:
         """Connect to each source once, directly: DATABASE_UNAVAILABLE with PostgreSQL's reason, or
@@ -171,6 +184,7 @@ class Relay:
         with self._service.running():
             self._service.stopping.clear()
             self.stats = RelayStats([SourceStats(redact(url)) for url in self.sources])  # this run's
+            self._next_received_purge = 0.0
             await driver.check_schema()
             with stop_signals(self._signalled, enabled=self.handle_signals):
                 self._loops = loops = [
@@ -239,6 +253,7 @@ class Relay:
             if self.retention is not None and time.monotonic() >= next_purge and not self._stopping:
                 stats.purged += await self._purge(source)
                 next_purge = time.monotonic() + self.purge_every
+                await self._purge_received()
             if burst and claimed == 0:
                 return True
             if claimed == 0:
@@ -283,6 +298,24 @@ class Relay:
             if batch < PURGE_BATCH:
                 break
         return removed
+
+    async def _purge_received(self) -> None:
+        """The queue's tombstones older than ``received_age``, in bounded batches, when it is time
+        (the first loop to get there purges for all). A queue that fails is tried at the next
+        cadence: the tombstones only wait longer."""
+        if self.received_age is None or time.monotonic() < self._next_received_purge:
+            return
+        self._next_received_purge = time.monotonic() + self.purge_every
+        queue: StagedQueue = self.app.driver  # type: ignore[assignment]
+        while not self._stopping:
+            try:
+                batch = await queue.purge_received(self.received_age, PURGE_BATCH)
+            except (DatabaseError, SchemaError) as error:
+                log.warning("relay %s: purging the queue's outbox tombstones failed (%s)", self.id, error)
+                return
+            self.stats.received_purged += batch
+            if batch < PURGE_BATCH:
+                return
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

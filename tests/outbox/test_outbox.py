@@ -317,3 +317,106 @@ async def test_a_batch_the_queue_refuses_is_handed_back_and_moved_later(dedicate
     assert (stats["failures"], stats["enqueued"]) == (2, 2)
     assert sorted(j.id for j in await jobs(app)) == sorted(r.id for r in refs)
     assert [r[3] for r in rows(dedicated_database, app.schema)] == [3, 3]  # claimed three times, moved once
+
+
+def claim_as_a_dead_relay(outbox: Outbox, source: str, lease: float) -> list[NewJob]:
+    """What a relay that dies after the queue's commit leaves: rows claimed (leased), not marked."""
+    with psycopg.connect(source, autocommit=True) as conn:
+        claimed = conn.execute(outbox.q(sql.CLAIM), {"batch": 10, "relay_id": "dead-relay", "lease": lease}).fetchall()
+    cols = ["id", "name", "queue", "tenant", "payload", "idempotency_key", "priority", "max_attempts",
+            "dead_letter", "run_at", "delay", "flow_key", "traceparent"]  # fmt: skip
+    return [_job(dict(zip(cols, row, strict=True))) for row in claimed]
+
+
+async def test_a_row_moved_again_after_its_job_is_gone_runs_no_second_time(
+    pg_app: App, dedicated_database: str
+) -> None:
+    """The relay died before marking; the job ran, finished and was removed (retention, an operator)
+    before the lease lapsed: the next relay finds the queue's tombstone, not the job, and inserts
+    nothing (`present`). Without the tombstone the row became a second job of the same id."""
+    ran: list[str] = []
+
+    @pg_app.job(name="outbox.once", queue="emails", tenant="none")
+    async def once(ctx: Any, payload: dict[str, Any]) -> None:
+        ran.append(ctx.id)
+
+    outbox = await migrated(pg_app, dedicated_database)
+    async with await psycopg.AsyncConnection.connect(dedicated_database) as conn:
+        ref = await outbox.stage(conn, once, {"n": 1})
+        gone = await outbox.stage(conn, once, {"n": 2})
+    moved = claim_as_a_dead_relay(outbox, dedicated_database, 0.3)
+    assert await pg_app.driver.enqueue_staged(moved) == ["enqueued", "enqueued"]  # type: ignore[attr-defined]
+    await pg_app.worker(concurrency=1).run(burst=True)
+    assert sorted(ran) == sorted([ref.id, gone.id])
+    await pg_app.admin.remove(ref.id)  # an operator
+    with psycopg.connect(pg_app.database_url, autocommit=True) as conn:
+        conn.execute(f"delete from {pg_app.schema}.jobs where id = %s", (gone.id,))  # type: ignore[arg-type]  # retention
+    assert await jobs(pg_app) == []
+    await asyncio.sleep(0.4)  # the dead relay's lease lapses
+    relay = await relay_once(pg_app, dedicated_database)
+    assert relay.stats.to_dict()["present"] == 2 and relay.stats.to_dict()["enqueued"] == 0
+    assert await jobs(pg_app) == []
+    await pg_app.worker(concurrency=1).run(burst=True)
+    assert len(ran) == 2  # each body once
+    assert [(r[1], r[2]) for r in rows(dedicated_database, pg_app.schema)] == [(True, "present")] * 2
+
+
+async def test_two_relays_moving_one_row_at_once_answer_enqueued_and_present(
+    pg_app: App, dedicated_database: str
+) -> None:
+    """A lapsed lease: two relays move one row at the same moment. They serialise on the tombstone;
+    the second sees the first's commit and answers `present` (not `duplicate`), one job."""
+    welcome = declare(pg_app)
+    outbox = await migrated(pg_app, dedicated_database)
+    async with await psycopg.AsyncConnection.connect(dedicated_database) as conn:
+        await outbox.stage(conn, welcome, {"org": "o1"}, key="k")
+    moved = claim_as_a_dead_relay(outbox, dedicated_database, 30)
+    driver: Any = pg_app.driver
+    answers = await asyncio.gather(*(driver.enqueue_staged(moved) for _ in range(4)))
+    assert sorted(a[0] for a in answers) == ["enqueued", "present", "present", "present"]
+    assert [j.id for j in await jobs(pg_app)] == [moved[0].id]
+
+
+async def test_the_tombstone_purge_removes_only_old_ones_on_both_drivers(app: App) -> None:
+    welcome = declare(app)
+    driver: Any = app.driver
+    old, young = welcome.build({"org": "o1"}), welcome.build({"org": "o2"})
+    assert await driver.enqueue_staged([old, young]) == ["enqueued", "enqueued"]
+    if isinstance(driver, MemoryDriver):
+        driver._received[old.id] -= timedelta(days=8)
+    else:
+        with psycopg.connect(app.database_url, autocommit=True) as conn:
+            conn.execute(
+                f"update {app.schema}.outbox_received set received_at = now() - interval '8 days' where id = %s",  # type: ignore[arg-type]
+                (old.id,),
+            )
+    assert await driver.purge_received(7 * 86400.0, 500) == 1
+    assert await driver.purge_received(7 * 86400.0, 500) == 0
+    await app.admin.remove((await app.list_jobs(limit=10)).jobs[0].id)
+    await app.admin.remove((await app.list_jobs(limit=10)).jobs[0].id)
+    # the young tombstone still holds; the purged one no longer does (its row is long published)
+    assert await driver.enqueue_staged([young, old]) == ["present", "enqueued"]
+
+
+async def test_the_relay_purges_old_tombstones_keeping_them_at_least_seven_days(
+    pg_app: App, dedicated_database: str
+) -> None:
+    welcome = declare(pg_app)
+    outbox = await migrated(pg_app, dedicated_database)
+    async with await psycopg.AsyncConnection.connect(dedicated_database) as conn:
+        refs = await outbox.stage_many(conn, welcome, [{"org": "o1"}] * 3)
+    await relay_once(pg_app, dedicated_database)
+    with psycopg.connect(pg_app.database_url, autocommit=True) as conn:
+        for ref, age in zip(refs, ["2 days", "8 days", "40 days"], strict=True):
+            conn.execute(
+                f"update {pg_app.schema}.outbox_received set received_at = now() - %s::interval where id = %s",  # type: ignore[arg-type]
+                (age, ref.id),
+            )
+    relay = await relay_once(pg_app, dedicated_database, retention="1d")  # tombstones: 7 days at the least
+    assert relay.received_age == 7 * 86400.0 and relay.stats.to_dict()["received_purged"] == 2
+    relay = await relay_once(pg_app, dedicated_database, retention="30d")
+    assert relay.stats.to_dict()["received_purged"] == 0
+    with psycopg.connect(pg_app.database_url) as conn:
+        kept = conn.execute(f"select id::text from {pg_app.schema}.outbox_received").fetchall()  # type: ignore[arg-type]
+    assert kept == [(refs[0].id,)]
+    assert Relay(pg_app, ["x"], retention=None).received_age is None

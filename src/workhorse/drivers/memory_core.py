@@ -292,6 +292,7 @@ class MemoryCore:
         self._pauses: dict[str, QueuePause] = {}
         self._counters: dict[_CounterKey, list[int]] = {}
         self._flow_starts: list[tuple[str, datetime, str]] = []  # FLOW_CLAIM's flow_starts: tenant, at, job
+        self._received: dict[str, datetime] = {}  # the outbox's tombstones: staged id -> received at
         self._migrated = False
 
     def subscribe(

@@ -128,15 +128,19 @@ select count(*) filter (where published_at is null) as pending,
 from {schema}.outbox
 """
 
-# -- the relay's one statement in the queue ----------------------------------------------------------
+# -- the relay's statements in the queue -------------------------------------------------------------
 
-# A claimed batch into the jobs table, the staged id as the job's id. ON CONFLICT DO NOTHING with
-# no arbiter covers both unique indexes: the primary key (this row was moved before, by a relay
-# that died before marking it, or by a second relay after a lapsed lease) and the live key index
-# (a live job holds the row's idempotency key, as enqueue honours it). Each row answers its
-# outcome: `enqueued` (inserted now), `present` (its id was already a job: nothing twice) or
-# `duplicate` (nothing inserted: a live job of the same name and tenant holds its key). The
-# `exists` reads the statement's snapshot, so it sees earlier commits and never this insert.
+# A claimed batch into the jobs table, the staged id as the job's id: the relay's one round trip in
+# the queue. The batch's ids go first into the tombstones ({schema}.outbox_received, migration 016),
+# ON CONFLICT DO NOTHING; only the ids newly received there are inserted into jobs. So a row moved
+# before (by a relay that died before marking it, or by a second relay after a lapsed lease) inserts
+# nothing even when its job is long gone (finished and purged, or removed). Two relays moving one id
+# at once serialise on the tombstone's primary key: the second waits for the first's commit, then
+# conflicts. The jobs insert keeps ON CONFLICT DO NOTHING for the live key index (a live job holds
+# the row's idempotency key, as enqueue honours it). Each row answers its outcome: `enqueued`
+# (received and inserted now), `present` (received before: nothing twice; or, for a row moved before
+# the tombstones existed, its id still a job) or `duplicate` (newly received, nothing inserted: a
+# live job of the same name and tenant holds its key).
 ENQUEUE_STAGED = """
 with timed as (
     select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
@@ -148,15 +152,22 @@ with timed as (
         %(traceparents)s::text[]
     ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key,
            traceparent)
+), received as (
+    insert into {schema}.outbox_received (id)
+    select id from timed
+    on conflict do nothing
+    returning id
 ), inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
         max_attempts, dead_letter, run_at, flow_key, traceparent
     )
-    select id, name, queue, tenant,
-           case when due > now() then 'delayed' else 'ready' end,
-           priority, payload::jsonb, key, max_attempts, dead_letter, due, flow_key, traceparent
+    select timed.id, timed.name, timed.queue, timed.tenant,
+           case when timed.due > now() then 'delayed' else 'ready' end,
+           timed.priority, timed.payload::jsonb, timed.key, timed.max_attempts, timed.dead_letter, timed.due,
+           timed.flow_key, timed.traceparent
     from timed
+    join received on received.id = timed.id
     on conflict do nothing
     returning id, queue, state
 ), wake as (
@@ -166,9 +177,31 @@ with timed as (
 )
 select timed.id::text as id,
        case when inserted.id is not null then 'enqueued'
+            when received.id is null then 'present'
             when exists (select 1 from {schema}.jobs as j where j.id = timed.id) then 'present'
             else 'duplicate' end as outcome,
        (select count(*) from wake) as woken
 from timed
+left join received on received.id = timed.id
 left join inserted on inserted.id = timed.id
+"""
+
+# Retention of the tombstones: those received longer ago than the age, oldest first
+# (outbox_received_at_idx), a bounded batch a statement, SKIP LOCKED so two relays never wait on
+# each other. The relay's age is never less than its sources' retention (nor 7 days).
+PURGE_RECEIVED = """
+with doomed as (
+    select r.id
+    from {schema}.outbox_received as r
+    where r.received_at < now() - %(age)s::float8 * interval '1 second'
+    order by r.received_at
+    limit %(batch)s
+    for update skip locked
+), gone as (
+    delete from {schema}.outbox_received as r
+    using doomed
+    where r.id = doomed.id
+    returning 1 as one
+)
+select count(*) as removed from gone
 """
