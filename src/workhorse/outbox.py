@@ -13,13 +13,11 @@ from ``_db/outbox_migrations/``, recorded in ``{schema}.outbox_migrations`` unde
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any, LiteralString
 
+from workhorse._db.migrate import available
 from workhorse._db.queries import outbox as sql
 from workhorse.connections import driver_connection, driver_connection_sync
 from workhorse.drivers.base import JobRef, NewJob
@@ -32,6 +30,7 @@ from workhorse.drivers.outbox_source import (
     migrate_on_callers_sync,
     migrate_url,
 )
+from workhorse.drivers.postgres_enqueue import _insert_params
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.jobs import JobHandle
@@ -40,49 +39,11 @@ if TYPE_CHECKING:
     from workhorse.app import App
 
 OUTBOX_CHANNEL_SUFFIX = "_outbox"
-_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
 def outbox_channel(schema: str) -> str:
     """The NOTIFY channel a stage wakes and a relay LISTENs on, in the source database."""
     return f"{schema}{OUTBOX_CHANNEL_SUFFIX}"
-
-
-@dataclass(frozen=True)
-class OutboxMigration:
-    version: int
-    name: str
-    text: str
-
-
-def outbox_migrations() -> list[OutboxMigration]:
-    """The staging table's own migrations, in order (``_db/outbox_migrations/NNN_name.sql``)."""
-    folder = resources.files("workhorse._db").joinpath("outbox_migrations")
-    found = []
-    for entry in folder.iterdir():
-        match = _FILE.match(entry.name)
-        if match:
-            found.append(OutboxMigration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
-    return sorted(found, key=lambda m: m.version)
-
-
-def stage_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
-    return {
-        "ids": [j.id for j in jobs],
-        "names": [j.name for j in jobs],
-        "queues": [j.queue for j in jobs],
-        "tenants": [j.tenant for j in jobs],
-        "payloads": [j.payload for j in jobs],
-        "keys": [j.key for j in jobs],
-        "priorities": [j.priority for j in jobs],
-        "max_attempts": [j.max_attempts for j in jobs],
-        "dead_letters": [j.dead_letter for j in jobs],
-        "run_ats": [j.run_at for j in jobs],
-        "delays": [j.delay for j in jobs],
-        "flow_keys": [j.flow_key for j in jobs],
-        "traceparents": [j.traceparent for j in jobs],
-        "channel": channel,
-    }
 
 
 class Outbox:
@@ -177,13 +138,13 @@ class Outbox:
         conn = await driver_connection(conn)  # a SQLAlchemy or Django connection: its psycopg one
         check_conn(conn, "stage")  # an empty batch writes nothing, and still checks what it was handed
         if jobs:
-            await execute_on_callers(conn, self.schema, self.q(sql.STAGE), stage_params(jobs, self.channel))
+            await execute_on_callers(conn, self.schema, self.q(sql.STAGE), _insert_params(jobs, self.channel))
 
     def _write_sync(self, conn: Any, jobs: Sequence[NewJob]) -> None:
         conn = driver_connection_sync(conn)
         check_conn(conn, "stage", sync=True)
         if jobs:
-            execute_on_callers_sync(conn, self.schema, self.q(sql.STAGE), stage_params(jobs, self.channel))
+            execute_on_callers_sync(conn, self.schema, self.q(sql.STAGE), _insert_params(jobs, self.channel))
 
     # -- the staging table ----------------------------------------------------------------------
 
@@ -209,11 +170,10 @@ class Outbox:
         yield self.q(sql.CREATE_LEDGER), None
         rows = yield self.q(sql.APPLIED), None
         done = {row[0] if isinstance(row, tuple | list) else row["version"] for row in rows}
-        for migration in outbox_migrations():
+        for migration in available("outbox_migrations"):
             if migration.version in done:
                 continue
-            text: LiteralString = migration.text.replace("{schema}", self.schema)
-            yield text, None
+            yield migration.statement(self.schema), None
             yield self.q(sql.RECORD), {"version": migration.version, "name": migration.name}
             applied.append(migration.version)
         return applied

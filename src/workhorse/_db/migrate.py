@@ -32,8 +32,10 @@ class Migration:
         return self.text.replace("{schema}", schema)
 
 
-def available() -> list[Migration]:
-    folder = resources.files("workhorse._db").joinpath("migrations")
+def available(folder_name: str = "migrations") -> list[Migration]:
+    """The numbered files of ``_db/<folder_name>/`` in order: the queue's schema, or (with
+    ``"outbox_migrations"``) the staging table a source database gets (``workhorse.outbox``)."""
+    folder = resources.files("workhorse._db").joinpath(folder_name)
     found: list[Migration] = []
     for entry in folder.iterdir():
         match = _FILE.match(entry.name)

@@ -79,13 +79,12 @@ JOB_COLUMNS = (
 """
 )
 
-# One round trip for a whole batch. Rows arrive as parallel arrays; the unique partial index on
-# live (name, tenant, key) turns a duplicate into "no row inserted" inside the caller's own
-# transaction. The wake is a NOTIFY per distinct queue (and per kind: due now, or delayed, see
-# WAKE_SWEEP), skipped when the server's notification queue is half full: a full queue makes
-# COMMIT fail, and a missed wake costs only a poll.
-INSERT_MANY = """
-with timed as (
+
+def timed_rows() -> str:
+    """The `timed` CTE: a batch's parallel arrays (``_insert_params``) as rows, each with its due
+    time on this server's clock. Shared by INSERT_MANY and the outbox relay's ENQUEUE_STAGED, so the
+    array parameters are named in one place."""
+    return """with timed as (
     select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
            coalesce(t.run_at, now() + t.delay * interval '1 second') as due, t.flow_key, t.traceparent
     from unnest(
@@ -95,7 +94,18 @@ with timed as (
         %(traceparents)s::text[]
     ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key,
            traceparent)
-), inserted as (
+)"""
+
+
+# One round trip for a whole batch. Rows arrive as parallel arrays; the unique partial index on
+# live (name, tenant, key) turns a duplicate into "no row inserted" inside the caller's own
+# transaction. The wake is a NOTIFY per distinct queue (and per kind: due now, or delayed, see
+# WAKE_SWEEP), skipped when the server's notification queue is half full: a full queue makes
+# COMMIT fail, and a missed wake costs only a poll.
+INSERT_MANY = (
+    "\n"
+    + timed_rows()
+    + """, inserted as (
     insert into {schema}.jobs (
         id, name, queue, tenant, state, priority, payload, idempotency_key,
         max_attempts, dead_letter, run_at, flow_key, traceparent
@@ -114,6 +124,7 @@ with timed as (
 select inserted.id::text as id, (select count(*) from wake) as woken
 from inserted
 """
+)
 
 # The commonest enqueue: one job, no idempotency key, due now. A plain VALUES insert with no ON
 # CONFLICT (a keyless row cannot conflict: its id is a fresh uuid7), so PostgreSQL skips the

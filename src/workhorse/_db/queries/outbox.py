@@ -6,6 +6,8 @@ The staging table is ``{schema}.outbox`` in the source database, the schema the 
 its ledger is ``{schema}.outbox_migrations``, apart from the queue's, so one database may be both.
 """
 
+from workhorse._db.queries.jobs import timed_rows
+
 # -- the source's own migrations -----------------------------------------------------------------
 
 # Serialises concurrent `outbox migrate` runs on one source. Transaction-scoped.
@@ -141,18 +143,10 @@ from {schema}.outbox
 # (received and inserted now), `present` (received before: nothing twice; or, for a row moved before
 # the tombstones existed, its id still a job) or `duplicate` (newly received, nothing inserted: a
 # live job of the same name and tenant holds its key).
-ENQUEUE_STAGED = """
-with timed as (
-    select t.id, t.name, t.queue, t.tenant, t.payload, t.key, t.priority, t.max_attempts, t.dead_letter,
-           coalesce(t.run_at, now() + t.delay * interval '1 second') as due, t.flow_key, t.traceparent
-    from unnest(
-        %(ids)s::uuid[], %(names)s::text[], %(queues)s::text[], %(tenants)s::text[],
-        %(payloads)s::text[], %(keys)s::text[], %(priorities)s::int[], %(max_attempts)s::int[],
-        %(dead_letters)s::bool[], %(run_ats)s::timestamptz[], %(delays)s::float8[], %(flow_keys)s::text[],
-        %(traceparents)s::text[]
-    ) as t(id, name, queue, tenant, payload, key, priority, max_attempts, dead_letter, run_at, delay, flow_key,
-           traceparent)
-), received as (
+ENQUEUE_STAGED = (
+    "\n"
+    + timed_rows()
+    + """, received as (
     insert into {schema}.outbox_received (id)
     select id from timed
     on conflict do nothing
@@ -185,6 +179,7 @@ from timed
 left join received on received.id = timed.id
 left join inserted on inserted.id = timed.id
 """
+)
 
 # Retention of the tombstones: those received longer ago than the age, oldest first
 # (outbox_received_at_idx), a bounded batch a statement, SKIP LOCKED so two relays never wait on
