@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from processkit import HERE, Spawn, spawner
+
+from workhorse import embedded
 
 
 @pytest.fixture
@@ -36,3 +40,16 @@ def proc_env(database_url: str, schema: str) -> dict[str, str]:
 @pytest.fixture
 def spawn(proc_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
     yield from spawner("procapp:app", proc_env, tmp_path)
+
+
+@pytest.fixture
+def own_server() -> Iterator[tuple[Path, str]]:
+    """An embedded server in a home of this test's own, so restarting it disturbs nobody: (home, URL)."""
+    base = Path(tempfile.mkdtemp(prefix="workhorse-faults-"))
+    base.chmod(0o711)  # as root, the server runs as an unprivileged user who must traverse it
+    home = base / "wh"
+    try:
+        yield home, embedded.ensure_started(home)
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(base, ignore_errors=True)

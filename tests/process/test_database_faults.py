@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -21,19 +18,6 @@ from processkit import HERE, wait_for
 from workhorse import App, JobContext, embedded
 
 pytestmark = pytest.mark.process
-
-
-@pytest.fixture
-def own_server() -> Iterator[tuple[Path, str]]:
-    """An embedded server in a home of this test's own, so restarting it disturbs nobody."""
-    base = Path(tempfile.mkdtemp(prefix="workhorse-faults-"))
-    base.chmod(0o711)  # as root, the server runs as an unprivileged user who must traverse it
-    home = base / "wh"
-    try:
-        yield home, embedded.ensure_started(home)
-    finally:
-        embedded.stop(home)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def enqueue(url: str, count: int) -> None:

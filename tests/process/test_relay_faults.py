@@ -9,11 +9,9 @@ import asyncio
 import contextlib
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -305,19 +303,6 @@ def test_a_commit_wakes_an_idle_relay_at_once_and_a_rollback_never(setup: Setup)
     assert setup.jobs() == staged
     relay.send_signal(signal.SIGTERM)
     assert relay.wait(timeout=15) == 0, setup.output(relay)
-
-
-@pytest.fixture
-def own_server() -> Iterator[tuple[Path, str]]:
-    """An embedded server in a home of this test's own, so restarting it disturbs nobody."""
-    base = Path(tempfile.mkdtemp(prefix="workhorse-relay-faults-"))
-    base.chmod(0o711)  # as root, the server runs as an unprivileged user who must traverse it
-    home = base / "wh"
-    try:
-        yield home, embedded.ensure_started(home)
-    finally:
-        embedded.stop(home)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_relay_rides_out_fast_and_immediate_restarts(own_server: tuple[Path, str], tmp_path: Path) -> None:
