@@ -18,8 +18,10 @@ a module of its own (``postgres_<role>.py``, ``memory_<role>.py``):
                    lease row and its rounds (``drivers/leadership.py``, with the records they speak)
     RetentionRole  purge: finished jobs by state with their steps, expired events, gone workers, ...
 
-The optional wake-up role is ``drivers/wakeups.py`` (``WakeupSource``). The records live in
-``drivers/records.py``; every one is importable from here too.
+Two roles are optional: the wake-ups (``drivers/wakeups.py``, ``WakeupSource``), and the rescue of
+lapsed leases (``RescueRole`` below, ``workhorse.rescue``: PostgreSQL's; the memory driver's claim
+takes back its lapsed leases itself). The records live in ``drivers/records.py``; every one is
+importable from here too.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from workhorse.drivers.records import (
     Purged,
     PurgePolicy,
     QueuePause,
+    Rescued,
     Settlement,
     Snapshot,
     StateCount,
@@ -257,6 +260,16 @@ class RetentionRole(Protocol):
 
 
 @runtime_checkable
+class RescueRole(Protocol):
+    """The optional rescue role: recover running jobs whose lease lapsed, whoever may claim them."""
+
+    async def rescue_lapsed(self, batch: int) -> Rescued:
+        """One batch of at most ``batch`` lapsed leases, oldest lapse first, in one round trip: each
+        back 'ready' with its attempt spent, or buried on its final attempt, fenced on its claim;
+        a lease another statement holds locked is left to it. Wakes the rescued jobs' queues."""
+
+
+@runtime_checkable
 class Driver(
     SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, LeadershipRole, RetentionRole, Protocol
 ):
@@ -302,6 +315,8 @@ __all__ = [
     "PurgePolicy",
     "Purged",
     "QueuePause",
+    "RescueRole",
+    "Rescued",
     "RetentionRole",
     "SchemaRole",
     "Settlement",

@@ -21,6 +21,11 @@ or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cut
 at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
 the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
 
+Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
+paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
+most a minute, on its settle connection, so a fleet recovers a crashed worker's jobs whether or not
+a scheduler leader runs.
+
 A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
 its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
 with nothing to settle (counted as ``suspended``), and a later claim resumes it from its steps.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -44,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
-from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
+from workhorse.drivers.base import Claimed, Driver, Lease, RescueRole, WorkerInfo
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
@@ -52,6 +58,7 @@ from workhorse.flow import Limits, rules_for
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
 from workhorse.logs import JobLogger
+from workhorse.rescue import rescue_every, rescue_interval
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict
@@ -337,6 +344,15 @@ class Worker:
             asyncio.create_task(self._kept(parts.progress.run, "progress"), name="progress"),
             asyncio.create_task(self._kept(watch.run, "unknown-names"), name="unknown-names"),
         ]
+        if isinstance(settle, RescueRole):  # lapsed leases no claim may take (workhorse.rescue)
+            rescuer = functools.partial(
+                rescue_every,
+                settle.rescue_lapsed,
+                every=rescue_interval(self.visibility),
+                by=f"worker {self.id}",
+                announce=parts.settler.announce_buried,
+            )
+            tasks.append(asyncio.create_task(self._kept(rescuer, "rescue"), name="rescue"))
         try:
             await parts.claimer.run(wakeups)
             if self._burst and self._failure is None:
