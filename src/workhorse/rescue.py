@@ -106,18 +106,21 @@ async def rescue_every(
 def announce_buried(
     rows: list[Buried],
     *,
+    role: str,
     by: str,
     jobs: Mapping[str, JobHandle[Any]],
     hooks: Hooks | None,
     call: Callable[[Coroutine[Any, Any, None]], None],
     logger: logging.Logger = log,
 ) -> None:
-    """What a burial of a lapsed final attempt says, whoever buried it (a claim or a rescuer): an
-    ERROR line, the lifecycle event (``dead-lettered`` or ``failed``), and the job's ``on_settled``
-    (run by ``call`` on the loop its caller chose), when the app declares the job."""
+    """What a burial of a lapsed final attempt says, whoever buried it (a claim or a rescuer: the
+    ``role`` whose id is ``by``): an ERROR line, the lifecycle event (``dead-lettered`` or
+    ``failed``, its ``worker_id`` ``by``), and the job's ``on_settled`` (run by ``call`` on the loop
+    its caller chose), when the app declares the job."""
     for row in rows:
         logger.error(
-            "%s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
+            "%s %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
+            role,
             by,
             row.id,
             row.name,

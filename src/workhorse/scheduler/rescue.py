@@ -51,7 +51,9 @@ class LeaseRescue:
             self.rescued += await rescue_lapsed(
                 store.rescue,
                 by=by,
-                announce=lambda rows: announce_buried(rows, by=by, jobs=self.jobs, hooks=self.hooks, call=self._spawn),
+                announce=lambda rows: announce_buried(
+                    rows, role="scheduler", by=self.scheduler_id, jobs=self.jobs, hooks=self.hooks, call=self._spawn
+                ),
             )
         except WorkhorseError as error:
             log.warning("%s: rescuing lapsed leases failed (%s); tried again after the next round", by, error.cause)

@@ -198,7 +198,13 @@ class Settler:
         """Jobs this worker's claim or rescuer buried: their lease lapsed on the final attempt."""
         self.stats.buried += len(buried)
         announce_buried(
-            buried, by=f"worker {self.worker_id}", jobs=self.jobs, hooks=self.hooks, call=self.on_body_loop, logger=log
+            buried,
+            role="worker",
+            by=self.worker_id,
+            jobs=self.jobs,
+            hooks=self.hooks,
+            call=self.on_body_loop,
+            logger=log,
         )
 
     def announce_refused(self, refused: list[Buried]) -> None:
