@@ -55,6 +55,9 @@ whose ``prev`` ended ``ok``: the body had finished, so only its settle was missi
 worker was neither killed nor frozen are listed (``completed_body_rerun``): a settle that should
 have been retried to success.
 
+**Durable steps** (``--flow``): a steps job whose replayed step answered something other than
+what it recorded writes a ``mismatch`` row (``step_mismatches``, a failure).
+
 **Recovery times** (seconds, per fault kind, p50 and max over the faults of that kind), measured
 from the fault (for a restart: from the moment the server accepted connections again):
 ``first_done``: to the next ``ok`` end row of any job; ``held_done``: to the moment every job the
@@ -114,6 +117,8 @@ def runs_of(inputs: Inputs) -> dict[str, list[Run]]:
     runs: dict[str, Run] = {}
     ends: dict[str, dict[str, Any]] = {}
     for row in inputs.ledger:
+        if row["event"] == "mismatch":  # a steps job's replay answered wrong: a row of its own, no run
+            continue
         if row["event"] == "start":
             runs[row["run_id"]] = Run(
                 row["run_id"],
@@ -385,6 +390,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "runs": len(all_runs),
         "open_runs": len(open_runs),
         "final_attempt_unrecorded": len(unrecorded),
+        "step_mismatches": sum(1 for row in inputs.ledger if row["event"] == "mismatch"),
         "reruns": dict(sorted(reruns.causes.items())),
         "reruns_after_completed_body": dict(sorted(reruns.after_ok.items())),
         "faults": {k: faults.get(k, 0) for k in FAULT_KINDS},
