@@ -16,12 +16,13 @@ Who recovers what:
   ``dead``/``failed``), the freed slots of every cap go with the lease (a cap counts running
   rows), and the rescued jobs' queues are woken.
 
-Where the rescuer runs: on the scheduler's leader after each round it leads (``scheduler/rescue.py``,
-at most once per ``interval``, 15 s), and on every worker every ``rescue_interval(visibility)``
-(twice its visibility timeout, at most a minute), so a fleet with no leader (no task declared,
-``--no-scheduler``, workers started from code) rescues too. A lapsed job is therefore recovered
-within one visibility timeout plus one rescue interval: ``visibility + min(2 x visibility, 60 s)``
-at the latest, about ``visibility + 15 s`` with a leader.
+Where the rescuer runs: on every worker every ``rescue_interval(visibility)`` (twice its
+visibility timeout, at most a minute: one statement a minute on an idle worker at the default
+30 s), so a fleet with no leader (no task declared, ``--no-scheduler``, ``--burst``, workers
+started from code) rescues too; and on the scheduler's leader every other round it leads
+(``scheduler/rescue.py``, 30 s). A lapsed job is therefore recovered within one visibility timeout
+plus one rescue interval of its worker's death: ``visibility + min(2 x visibility, 60 s)`` at the
+latest, about ``visibility + 30 s`` with a leader.
 
 Each turn is ONE statement (``_db/queries/rescue.RESCUE``) when nothing lapsed: an index probe. A
 batch that comes back full is followed by another, at most MAX_BATCHES a turn. Every write is

@@ -124,8 +124,10 @@ class WorkRole(Protocol):
         attempts), then due jobs. One round trip for every queue. ``sweep=False`` is the lean
         claim of a busy worker: due jobs only, no lapsed leases, no ``next_due``. With ``flow``,
         the claim enforces those fleet-wide caps (``workhorse.flow``): a job over a cap is left
-        ready, a lapsed lease a cap counts is freed (revoked when not re-claimed), a run refused
-        by its key is settled and answered in ``refused``; every such claim sweeps."""
+        ready, a lapsed lease a cap counts is freed (revoked when not re-claimed), a lapsed lease
+        on its queues under its names is re-taken whether or not a cap counts it, a run refused
+        by its key is settled and answered in ``refused``; every such claim sweeps. A lapsed lease
+        no claim may take is the rescuer's (``RescueRole``)."""
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         """Renew the worker's registry row and its leases in one round trip. A job id missing
