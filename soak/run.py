@@ -406,7 +406,8 @@ class Soak:
         registry = p.sampler.result()
         summary = self.summary(found, registry)
         steps = reader.rows(sql.STEPS)
-        stranded = sum(n for n in self.lapsed_at_end if n > 0) + (0 if len(self.lapsed_at_end) == 2 else 1)
+        # an end check that could not read the table (-1), or never ran, counts as one: unverified
+        stranded = sum(n if n >= 0 else 1 for n in self.lapsed_at_end) + max(2 - len(self.lapsed_at_end), 0)
         summary |= {
             "lapsed_past_bound_at_end": stranded,
             "rescue_bound_s": round(self.bound, 1),
@@ -447,7 +448,8 @@ class Soak:
 
     def summary(self, found: dict[str, Any], registry: RegistryStats) -> dict[str, Any]:
         s = self.settings
-        head = ["jobs", "done", "dead", "lost", "concurrent_duplicates", "frozen_overlaps", "stale_starts"]
+        head = ["jobs", "done", "dead", "dead_by_error", "lost", "concurrent_duplicates", "frozen_overlaps"]
+        head += ["stale_starts"]
         head += ["stale_starts_called_after_thaw", "reruns"]
         tail = ["freezes_after_burst", "freezes_with_claimed_ahead", "runs", "open_runs", "stale_locks"]
         tail += ["lock_after_work", "final_attempt_unrecorded", "step_mismatches"]

@@ -220,7 +220,8 @@ group by s.job_id, s.step
 
 FINAL_JOBS = """
 select e.id::text as id, e.n, e.source, e.body, e.fail_once, j.state, j.attempt,
-       extract(epoch from j.finished_at)::float8 as finished_at
+       extract(epoch from j.finished_at)::float8 as finished_at,
+       j.last_error ->> 'type' as error_type, j.last_error ->> 'message' as error_message
 from {schema}.soak_enqueued as e
 left join {schema}.jobs as j on j.id = e.id
 """

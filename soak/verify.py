@@ -380,6 +380,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "jobs": len(inputs.jobs),
         "done": states.get("done", 0),
         "dead": states.get("dead", 0),
+        "dead_by_error": dict(Counter(str(j.get("error_type")) for j in inputs.jobs if j["state"] == "dead")),
         "lost": len(lost),
         "concurrent_duplicates": len(duplicates),
         "frozen_overlaps": sum(1 for o in found if o.kind == "frozen"),
@@ -409,6 +410,11 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         ],
         "open_runs": [_run(r, inputs, members) for r in open_runs[:DETAILS_SHOWN]],
         "final_attempt_unrecorded": unrecorded[:DETAILS_SHOWN],
+        "dead": [
+            {k: j.get(k) for k in ("id", "n", "body", "attempt", "error_type", "error_message")}
+            for j in inputs.jobs
+            if j["state"] == "dead"
+        ][:DETAILS_SHOWN],
     }
     return summary, details
 
