@@ -16,13 +16,15 @@ Who recovers what:
   ``dead``/``failed``), the freed slots of every cap go with the lease (a cap counts running
   rows), and the rescued jobs' queues are woken.
 
-Where the rescuer runs: on every worker every ``rescue_interval(visibility)`` (twice its
-visibility timeout, at most a minute: one statement a minute on an idle worker at the default
-30 s), so a fleet with no leader (no task declared, ``--no-scheduler``, ``--burst``, workers
-started from code) rescues too; and on the scheduler's leader every other round it leads
-(``scheduler/rescue.py``, 30 s). A lapsed job is therefore recovered within one visibility timeout
-plus one rescue interval of its worker's death: ``visibility + min(2 x visibility, 60 s)`` at the
-latest, about ``visibility + 30 s`` with a leader.
+Where the rescuer runs: on the scheduler's leader every fourth round it leads (``scheduler/rescue.py``,
+once a minute), and on every worker every ``rescue_interval(visibility)`` (twice its visibility
+timeout, at most a minute: one statement a minute on an idle worker at the default 30 s), so a
+fleet with no leader (no task declared, ``--no-scheduler``, ``--burst``, workers started from code)
+rescues too. A worker whose own process's scheduler role leads skips its turns (``skip``): the
+leader's rescue stands for it, and that process's idle cost grows by one statement a minute, like
+every other worker's. A lapsed job is therefore recovered within one visibility timeout plus one
+rescue interval of its worker's death: ``visibility + min(2 x visibility, 60 s)`` at the latest
+(90 s at the defaults), sooner where several workers share the turns.
 
 Each turn is ONE statement (``_db/queries/rescue.RESCUE``) when nothing lapsed: an index probe. A
 batch that comes back full is followed by another, at most MAX_BATCHES a turn. Every write is
@@ -89,19 +91,23 @@ async def rescue_every(
     every: float,
     by: str,
     announce: Announce,
+    skip: Callable[[], bool] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     """A worker's rescuer, until cancelled: a turn soon after the start (a fleet restarted after a
     crash recovers at once), then one every ``every`` seconds, each wait jittered (+-10%) so a
-    fleet's workers spread out. A failed turn is logged and tried at the next."""
+    fleet's workers spread out; a turn ``skip()`` answers True for is passed over (the process's
+    scheduler leads, and its leader rescues). A failed turn is logged and tried at the next."""
     wait = every * random.uniform(0.0, 0.2)
     while True:
         await sleep(wait)
+        wait = every * random.uniform(0.9, 1.1)
+        if skip is not None and skip():
+            continue
         try:
             await rescue_lapsed(rescue, by=by, announce=announce)
         except WorkhorseError as error:
             log.warning("%s: rescuing lapsed leases failed (%s); trying again in %gs", by, error.cause, every)
-        wait = every * random.uniform(0.9, 1.1)
 
 
 def announce_buried(

@@ -5,13 +5,14 @@ says (an ERROR line, the lifecycle event, the job's ``on_settled``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
 from workhorse import App, JobContext, Outcome, Retry
-from workhorse.drivers.base import JobRef
+from workhorse.drivers.base import JobRef, Rescued
 from workhorse.hooks import LifecycleEvent
-from workhorse.rescue import rescue_interval
+from workhorse.rescue import rescue_every, rescue_interval
 from workhorse.scheduler import Scheduler
 
 LAPSE = 0.3
@@ -95,3 +96,31 @@ async def test_the_leader_rescues_after_a_round_and_announces_its_burials(pg_app
         await run
     assert scheduler.leading is False  # stepped down
     assert [(o.kind, o.job_id) for o in outcomes] == [("dead-lettered", buried.id)]
+
+
+async def test_a_worker_beside_the_leading_role_leaves_its_turns_to_the_leader() -> None:
+    """`workhorse worker` runs the scheduler role beside the worker: while that role leads, its
+    leader rescues (once a minute) and the worker's own turns are skipped, so the process pays one
+    rescue statement a minute, not two; once it no longer leads, the worker's turns run again."""
+    turns: list[int] = []
+    leading = [True]
+
+    async def rescue(batch: int) -> Rescued:
+        turns.append(batch)
+        return Rescued([], [])
+
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 4:
+            leading[0] = False  # stepped down
+        if len(waits) > 6:
+            raise asyncio.CancelledError
+
+    with contextlib.suppress(asyncio.CancelledError):
+        await rescue_every(
+            rescue, every=60.0, by="worker w-1", announce=lambda rows: None, skip=lambda: leading[0], sleep=sleep
+        )
+    assert len(turns) == 3  # turns 4, 5, 6: after the step-down
+    assert waits[0] <= 12.0 and all(54.0 <= w <= 66.0 for w in waits[1:])  # soon after the start, then every 60 s +-10%

@@ -179,9 +179,9 @@ async def test_an_idle_leader_issues_four_statements_a_minute() -> None:
     assert store.released == [leader.id], "stop() released the lease"
 
 
-async def test_an_idle_leader_rescues_every_other_round_and_a_standby_never() -> None:
-    """The rescue duty (workhorse.rescue) costs the leader one statement every other round when
-    nothing lapsed: 2 a minute at the default interval, so rounds and rescues stay within the
+async def test_an_idle_leader_rescues_every_fourth_round_and_a_standby_never() -> None:
+    """The rescue duty (workhorse.rescue) costs the leader one statement every fourth round when
+    nothing lapsed: once a minute at the default interval, so rounds and rescues stay within the
     budget; a standby rescues nothing (its workers do)."""
     time = VirtualTime()
     store = FakeStore(time)
@@ -193,11 +193,11 @@ async def test_an_idle_leader_rescues_every_other_round_and_a_standby_never() ->
     await time.run_until(600)
     await stop_all(time, [leader, standby], [leader_run, standby_run])
     steady = [t for t, _ in store.rescues if 1 <= t <= 600]
-    assert 1.8 <= len(steady) * 60 / 599 <= 2.1, steady
+    assert 0.9 <= len(steady) * 60 / 599 <= 1.1, steady
     gaps = [b - a for a, b in itertools.pairwise(steady)]
-    assert max(gaps) <= 2 * leader.interval + 0.01, gaps  # the bound the README gives: 30 s
+    assert max(gaps) <= 4 * leader.interval + 0.01, gaps  # once a minute
     rounds = [t for t, h in store.rounds if h == leader.id and 1 <= t <= 600]
-    assert (len(rounds) + len(steady)) * 60 / 600 <= BUDGET_PER_MINUTE  # 40 rounds and 20 rescues
+    assert (len(rounds) + len(steady)) * 60 / 600 <= 5  # 40 rounds and 10 rescues
     leading = {t for t, h in store.rounds if h == leader.id}
     assert {t for t, _ in store.rescues} <= leading, "only after a round the leader led"
 

@@ -15,7 +15,7 @@ replaced within one lease period; it also listens for a released lease (``open_h
 LISTEN session on PostgreSQL), so a leader that steps down (SIGTERM: finish the round, then
 release the lease) is replaced at once. Idle, a leader issues 4 statements a minute, a standby 5
 (its LISTEN session is probed once a minute); the leader's rescue of lapsed leases adds one every
-other round (2 a minute), so an idle leader stays within 6.
+RESCUE_ROUNDS rounds (once a minute), so an idle leader stays within 6.
 
 A process with no task declared takes no part in the election: a leader fires only the tasks it
 knows, so every process running the role should declare the same tasks (the same app).
@@ -55,6 +55,8 @@ from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, o
 from workhorse.tasks import TaskHandle
 
 log = logging.getLogger("workhorse.scheduler")
+
+RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.rescue)
 
 
 class SchedulerApp(StoreSource, Protocol):
@@ -139,7 +141,7 @@ class Scheduler:
         self._election = Election(self.id, self.stats)
         self._cron = CronDuty(self.id, app.tasks, self.stats)
         self._purge = RetentionPurge(self.id, lambda: app.retention, app.admin)
-        self._rescue = LeaseRescue(self.id, every=2 * self.interval, jobs=app.jobs, hooks=app.hooks)
+        self._rescue = LeaseRescue(self.id, every=RESCUE_ROUNDS * self.interval, jobs=app.jobs, hooks=app.hooks)
         self._duties: list[Duty] = [CounterFolds(self.id), self._purge, self._rescue]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()

@@ -1,11 +1,11 @@
 """The rescue duty: the fleet's leader recovers lapsed leases (``workhorse.rescue``) after a round
-it leads, at most once per ``every`` seconds of the database clock (twice the scheduler's
-``interval``: every other round, 30 s by default; one statement when nothing lapsed, so an idle
-leader's 4 rounds and 2 rescues a minute stay within its budget of 6).
+it leads, at most once per ``every`` seconds of the database clock (four times the scheduler's
+``interval``: every fourth round, once a minute by default; one statement when nothing lapsed, so
+an idle leader's 4 rounds and its rescue stay within its budget of 6 a minute).
 
-Every worker rescues too, at its own slower cadence, so this duty only brings the bound down when a
-leader runs; a process whose app declares no task stands for no election and leaves the rescue to
-its workers. The duty catches its own errors: a failed rescue is logged and tried after the next
+Every worker rescues too, at its own cadence (a worker beside the leading role skips its turns:
+this duty stands for them); a process whose app declares no task stands for no election and
+leaves the rescue to its workers. The duty catches its own errors: a failed rescue is logged and tried after the next
 round, and never counts as a failed round (it must not cost the leadership).
 """
 

@@ -24,7 +24,8 @@ the attempt (counted as ``interrupted``). Leases keep being renewed throughout t
 Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
 paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
 most a minute, on its settle connection, so a fleet recovers a crashed worker's jobs whether or not
-a scheduler leader runs.
+a scheduler leader runs (beside a leading scheduler role it leaves the turns to the leader:
+``defer_rescue``).
 
 A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
 its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
@@ -169,11 +170,17 @@ class Worker:
         self._drain_deadline: float | None = None
         self._burst = False
         self._service = Service("worker", code="WORKER_RUNNING", fix="create a second worker with app.worker() instead")
+        self._rescue_deferred: Callable[[], bool] | None = None  # defer_rescue
         self.flow = rules_for(app.limits, {n: app.jobs[n].concurrency for n in self._names})
         if app.webhook_policy is not None:  # a POST on the wire must fit in the drain (workhorse.webhooks)
             from workhorse.webhooks.policy import check_drain
 
             check_drain(app.webhook_policy, self.drain_timeout, self.queues)
+
+    def defer_rescue(self, leading: Callable[[], bool]) -> None:
+        """Skip this worker's own rescue turns while ``leading()`` answers True: the scheduler role
+        of the same process leads, and the leader rescues (``workhorse worker`` wires this)."""
+        self._rescue_deferred = leading
 
     def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
         def check(value: Any, what: str) -> int:
@@ -351,6 +358,7 @@ class Worker:
                 every=rescue_interval(self.visibility),
                 by=f"worker {self.id}",
                 announce=parts.settler.announce_buried,
+                skip=self._rescue_deferred,
             )
             tasks.append(asyncio.create_task(self._kept(rescuer, "rescue"), name="rescue"))
         try:
