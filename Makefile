@@ -31,7 +31,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Chaos soak (not part of `make test`): 10 minutes by default; CI runs SOAK_ARGS="--seconds 60".
+# Chaos soak (not part of `make test`): 10 minutes by default; CI runs SOAK_ARGS="--seconds 60 --flow"
+# (flow control declared and durable steps in the mix).
 SOAK_ARGS ?=
 soak: $(STAMP)
 	$(BIN)/python -m soak.run $(SOAK_ARGS)

@@ -121,7 +121,7 @@ class Enqueuer(threading.Thread):
         ids: list[str] = []
         specs: list[JobSpec] = []
         async with conn.transaction():
-            for handle, body in ((self.soak.sync_job, "sync"), (self.soak.async_job, "async")):
+            for handle, body in self.soak.handles():
                 chosen = [s for s in arrival.jobs if s.body == body]
                 if chosen:
                     refs = await handle.enqueue_many([s.payload() for s in chosen], conn=conn)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.events import EventLog
-from soak.soakapp import LOCK_ENV, SCHEMA_ENV, URL_ENV
+from soak.soakapp import FLOW_ENV, LOCK_ENV, SCHEMA_ENV, URL_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 APP_SPEC = "soak.soakapp:app"
@@ -101,14 +101,16 @@ class Fleet:
         self.lock = threading.RLock()
 
     @staticmethod
-    def environment(url: str, schema: str, lock_class: int) -> dict[str, str]:
-        """The workers' environment: the soak's database and schema, never the caller's."""
+    def environment(url: str, schema: str, lock_class: int, *, flow: bool = False) -> dict[str, str]:
+        """The workers' environment: the soak's database and schema, never the caller's; with
+        ``flow``, the app declares flow control and the steps job (``soakapp``)."""
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKHORSE_", "SOAK_"))}
         return env | {
             URL_ENV: url,
             SCHEMA_ENV: schema,
             LOCK_ENV: str(lock_class),
+            FLOW_ENV: "1" if flow else "0",
             "WORKHORSE_DATABASE_URL": url,
             "PYTHONPATH": path,
         }

@@ -12,7 +12,9 @@ Arrivals (``Arrival``), over the whole chaos phase, not one batch:
 * ``trickle``: a 50 ms job every ~0.4 s, the arrival pattern that keeps an otherwise idle worker
   taking one job at a time.
 
-Every job fails its first attempt with probability 5% (``fail``), and is retried.
+Every job fails its first attempt with probability 5% (``fail``), and is retried. Bodies are
+``sync`` or ``async``, and with ``--flow`` also ``steps`` (the async body between durable steps);
+every job carries a tenant (one of ``soakapp.FLOW_TENANTS``), which only the ``--flow`` app reads.
 
 Faults (``Fault``), every 3-7 s from t≈3 s to the end of the phase: ``sigkill``, ``sigstop``
 (frozen 2-12 s), ``sigterm`` and ``terminate`` (``pg_terminate_backend`` of every queue session of
@@ -40,6 +42,7 @@ FAIL_SHARE = 0.05
 FAULT_KINDS = ("sigkill", "sigstop", "sigterm", "terminate")
 FAULT_WEIGHTS = (3, 3, 2, 3)
 JOBS_PER_SECOND = 4000 / 360  # the outside soak: 4,000 jobs over 6 minutes
+TENANTS = 5  # soakapp.FLOW_TENANTS (the plan imports nothing of the app)
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class JobSpec:
     fail: bool  # raise on the first attempt
 
     def payload(self) -> dict[str, Any]:
-        return {"n": self.n, "ms": self.ms, "fail": self.fail}
+        return {"n": self.n, "ms": self.ms, "fail": self.fail, "tenant": f"t{self.n % TENANTS}"}
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,10 @@ def default_jobs(seconds: float) -> int:
     return max(100, round(JOBS_PER_SECOND * seconds))
 
 
-def make_plan(seconds: float, jobs: int, seed: int, *, restarts: bool) -> Plan:
+def make_plan(seconds: float, jobs: int, seed: int, *, restarts: bool, flow: bool = False) -> Plan:
     rng = random.Random(seed)
     shapes = _arrival_shapes(seconds, jobs, rng)
-    arrivals = _numbered(shapes, rng)
+    arrivals = _numbered(shapes, rng, ("sync", "async", "steps") if flow else ("sync", "async"))
     faults = _faults(seconds, arrivals, rng, restarts=restarts)
     return Plan(tuple(arrivals), tuple(faults))
 
@@ -129,13 +132,13 @@ def _spread(times: list[float], source: str, total: int) -> list[_Shape]:
     return [(t, source, size + (1 if i < extra else 0)) for i, t in enumerate(times)]
 
 
-def _numbered(shapes: list[_Shape], rng: random.Random) -> list[Arrival]:
+def _numbered(shapes: list[_Shape], rng: random.Random, bodies: tuple[str, ...]) -> list[Arrival]:
     arrivals, n = [], 0
     for batch, (at, source, size) in enumerate(shapes):
         specs = []
         for _ in range(size):
             n += 1
-            specs.append(JobSpec(n, rng.choice(("sync", "async")), _body_ms(source, rng), rng.random() < FAIL_SHARE))
+            specs.append(JobSpec(n, rng.choice(bodies), _body_ms(source, rng), rng.random() < FAIL_SHARE))
         arrivals.append(Arrival(at, batch, source, tuple(specs)))
     return arrivals
 

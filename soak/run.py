@@ -26,9 +26,18 @@ What it does, in order:
    job is ``done`` or ``dead`` (at most 120 s plus the visibility timeout), then it is SIGTERMed.
 6. **The verdict** (``soak/verify.py``), from the ledger and the event log: one JSON line on
    stdout (everything else goes to stderr), the details on stderr and in ``report.json`` in the
-   log directory. Exit 1 on any lost job or concurrent duplicate (and, with
-   ``--strict-registry``, on a healthy worker's registry row seen expired or missing); exit 2 when
-   the soak itself could not run.
+   log directory. Exit 1 on any lost job or concurrent duplicate, on a job still running past its
+   lease plus the rescue bound at the end (``lapsed_past_bound_at_end``: checked one bound after
+   the chaos, and after the wind-down), on a durable step that replayed a wrong answer (and,
+   with ``--strict-registry``, on a healthy worker's registry row seen expired or missing); exit
+   2 when the soak itself could not run.
+
+``--flow`` turns features on (``soak/soakapp.py``): the app declares ``Limits(per_tenant=)``,
+which counts the async jobs and not the sync ones (``tenant="none"``), and a third job runs
+between two durable steps under a job cap. CI's short soak runs this mode.
+
+The rescue bound (``RescueBound``): a lapsed lease is recovered within the worker's rescue
+interval (``workhorse.rescue.rescue_interval``), jittered by up to 10%, plus RESCUE_SLACK.
 
 The defaults reproduce the outside soak that found the worker's defects, scaled to
 ``--seconds``: 3 workers at concurrency 8 with a 5 s visibility timeout, about 11 jobs a second
@@ -66,10 +75,19 @@ from soak.sampler import RegistryStats, Sampler
 from soak.soakapp import build_app
 from soak.verify import Inputs, analyse
 from workhorse import embedded
+from workhorse.rescue import rescue_interval
 
 log = logging.getLogger("soak")
 
 SETTLE_TIMEOUT = 120.0  # plus the visibility timeout: how long the wind-down waits for every job
+RESCUE_SLACK = 1.0  # seconds on top of the rescue interval (and its 10% jitter) for a turn to land
+
+
+def rescue_bound(visibility: float) -> float:
+    """Seconds past its lease a running job may stay before it counts as stranded."""
+    return rescue_interval(visibility) * 1.1 + RESCUE_SLACK
+
+
 REGISTER_TIMEOUT = 60.0
 PROGRESS_EVERY = 10.0
 
@@ -85,6 +103,7 @@ class Settings:
     database_url: str | None
     keep: bool
     strict_registry: bool
+    flow: bool = False
 
     @property
     def server(self) -> str:
@@ -112,6 +131,12 @@ def parse_args(argv: list[str] | None = None) -> Settings:
     parser.add_argument(
         "--strict-registry", action="store_true", help="also fail when a healthy worker's registry row expired"
     )
+    parser.add_argument(
+        "--flow",
+        action="store_true",
+        help="declare flow control (per-tenant limits, a job cap; some jobs counted by no cap) and mix in "
+        "jobs with durable steps",
+    )
     args = parser.parse_args(argv)
     if args.seconds < 10 or args.workers < 1 or args.concurrency < 1 or args.visibility < 1:
         parser.error("expected --seconds >= 10, --workers >= 1, --concurrency >= 1, --visibility >= 1")
@@ -127,6 +152,7 @@ def parse_args(argv: list[str] | None = None) -> Settings:
         database_url=args.database_url,
         keep=args.keep,
         strict_registry=args.strict_registry,
+        flow=args.flow,
     )
 
 
@@ -181,8 +207,10 @@ class Soak:
         self.clock = Clock()
         self.events = EventLog(self.clock, settings.visibility)
         self.plan: Plan = make_plan(
-            settings.seconds, settings.jobs, settings.seed, restarts=settings.database_url is None
+            settings.seconds, settings.jobs, settings.seed, restarts=settings.database_url is None, flow=settings.flow
         )
+        self.bound = rescue_bound(settings.visibility)
+        self.lapsed_at_end: list[int] = []  # jobs running past the bound: one bound after the chaos, at the end
         self.url = ""
         self.parts: Parts | None = None
         self.sessions: list[Session] = []
@@ -217,7 +245,7 @@ class Soak:
     def prepare(self) -> None:
         s = self.settings
         log.info(
-            "soak: %gs, %d workers x %d, visibility %gs, %d jobs, seed %d, server %s, schema %s",
+            "soak: %gs, %d workers x %d, visibility %gs, %d jobs, seed %d, server %s, schema %s%s",
             s.seconds,
             s.workers,
             s.concurrency,
@@ -226,17 +254,18 @@ class Soak:
             s.seed,
             s.server,
             self.schema,
+            ", flow control and durable steps" if s.flow else "",
         )
         log.info("soak: logs in %s", self.logs)
         self.url = s.database_url or embedded.ensure_started(self.home)
-        soak_app = build_app(self.url, self.schema)
+        soak_app = build_app(self.url, self.schema, flow=s.flow)
         soak_app.app.migrate_sync()
         setup = self.session("soak-setup")
         if self.home is not None:
             setup.rows(sql.DURABLE_COMMITS)
         setup.rows(sql.CREATE_LEDGER)
         self.clock.calibrate(setup.raw())
-        env = Fleet.environment(self.url, self.schema, self.lock_class)
+        env = Fleet.environment(self.url, self.schema, self.lock_class, flow=s.flow)
         fleet = Fleet(
             size=s.workers,
             concurrency=s.concurrency,
@@ -246,7 +275,7 @@ class Soak:
             events=self.events,
         )
         enqueuer = Enqueuer(soak_app, self.url, self.plan.arrivals, self.clock)
-        sampler = Sampler(self.session("soak-sampler"), fleet, self.events, s.visibility)
+        sampler = Sampler(self.session("soak-sampler"), fleet, self.events, s.visibility, self.bound)
         conductor = Conductor(
             plan=self.plan,
             fleet=fleet,
@@ -317,19 +346,36 @@ class Soak:
             time.sleep(0.1)
         p.enqueuer.halt.set()
         deadline = time.monotonic() + SETTLE_TIMEOUT + self.settings.visibility
+        check_at = self.t0 + self.settings.seconds + self.bound  # every lease lapsed in the chaos is recovered
         row: dict[str, Any] = {"jobs": -1, "terminal": 0}
         while time.monotonic() < deadline:
             p.conductor.housekeep()
+            if not self.lapsed_at_end and time.monotonic() >= check_at:
+                self.lapsed_at_end.append(self.lapsed_past_bound(watch))
             with contextlib.suppress(*FAILURES):
                 row = watch.one(sql.PROGRESS)
             if row["terminal"] == row["jobs"]:
                 after = time.monotonic() - self.t0 - self.settings.seconds
                 log.info("soak: every job terminal %.1fs after the chaos", after)
+                if not self.lapsed_at_end:
+                    time.sleep(max(check_at - time.monotonic(), 0))
+                    self.lapsed_at_end.append(self.lapsed_past_bound(watch))
+                self.lapsed_at_end.append(self.lapsed_past_bound(watch))
                 return True
             time.sleep(0.25)
         missing = row["jobs"] - row["terminal"]
         log.warning("soak: %d of %d jobs still not terminal after the wind-down", missing, row["jobs"])
         return False
+
+    def lapsed_past_bound(self, watch: Session) -> int:
+        """Running jobs whose lease lapsed more than the rescue bound ago, now (-1: unreadable)."""
+        try:
+            found = watch.one(sql.LAPSED, {"bound": self.bound})
+        except FAILURES:
+            return -1
+        if found["past"]:
+            log.warning("soak: %d job(s) running past their lease plus %.1fs", found["past"], self.bound)
+        return int(found["past"])
 
     def stop_fleet(self) -> list[int]:
         """SIGTERM the fleet and wait; answers the pids that had to be SIGKILLed."""
@@ -359,6 +405,22 @@ class Soak:
         found, details = analyse(inputs)
         registry = p.sampler.result()
         summary = self.summary(found, registry)
+        steps = reader.rows(sql.STEPS)
+        # an end check that could not read the table (-1), or never ran, counts as one: unverified
+        stranded = sum(n if n >= 0 else 1 for n in self.lapsed_at_end) + max(2 - len(self.lapsed_at_end), 0)
+        summary |= {
+            "lapsed_past_bound_at_end": stranded,
+            "rescue_bound_s": round(self.bound, 1),
+            "worst_lapse_s": round(registry.worst_lapse, 3),
+            "lapsed_past_bound_samples": len(registry.lapsed_past_bound),
+            "flow": self.settings.flow,
+            "step_runs": sum(r["runs"] for r in steps),
+            "step_reruns": sum(r["runs"] - 1 for r in steps),
+        }
+        details["lapsed_past_bound"] = [
+            {"t": round(t - self.t0_db, 2), "jobs": n, "oldest_s": round(oldest, 3)}
+            for t, n, oldest in registry.lapsed_past_bound[:50]
+        ]
         summary |= {
             "unexpected_exits": len(p.conductor.unexpected_exits),
             "enqueue_failed_batches": len(p.enqueuer.failed_batches),
@@ -370,7 +432,8 @@ class Soak:
             "src_changed_during_run": src_version() != self.src,
             "elapsed_s": round(elapsed, 1),
         }
-        failed = summary["lost"] > 0 or summary["concurrent_duplicates"] > 0
+        failed = summary["lost"] > 0 or summary["concurrent_duplicates"] > 0 or summary["step_mismatches"] > 0
+        failed = failed or summary["lapsed_past_bound_at_end"] > 0
         summary["ok"] = not (failed or (self.settings.strict_registry and registry.issues))
         details["registry"] = [i.as_dict(self.t0_db) for i in registry.issues[:50]]
         worst = registry.worst_at
@@ -385,10 +448,11 @@ class Soak:
 
     def summary(self, found: dict[str, Any], registry: RegistryStats) -> dict[str, Any]:
         s = self.settings
-        head = ["jobs", "done", "dead", "lost", "concurrent_duplicates", "frozen_overlaps", "stale_starts"]
+        head = ["jobs", "done", "dead", "dead_by_error", "lost", "concurrent_duplicates", "frozen_overlaps"]
+        head += ["stale_starts"]
         head += ["stale_starts_called_after_thaw", "reruns"]
         tail = ["freezes_after_burst", "freezes_with_claimed_ahead", "runs", "open_runs", "stale_locks"]
-        tail += ["lock_after_work", "final_attempt_unrecorded"]
+        tail += ["lock_after_work", "final_attempt_unrecorded", "step_mismatches"]
         return {
             "ok": False,
             **{k: found[k] for k in head},

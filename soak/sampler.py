@@ -15,6 +15,11 @@ a due job since it became due, a running job since its lease lapsed; counted onc
 enqueued at the start has drained): a fleet that stops claiming while jobs wait shows there,
 whatever the registry says.
 
+And it samples the running jobs whose lease lapsed (``sql.LAPSED``): the oldest lapse seen
+(``worst_lapse_s``), and the samples, outside a server restart or a session termination and the
+bound after it, where some job had stayed running longer than its lease plus the rescue bound
+(``lapsed_past_bound_samples``: a crashed worker's job nothing recovered in time).
+
 Reported: the worst age among healthy workers (``worst_registry_age_s``) and the healthy-worker
 samples whose row was expired or missing (``registry_expired_samples``); they fail the soak only
 with ``--strict-registry``.
@@ -58,16 +63,20 @@ class RegistryStats:
     worst_at: tuple[float, int] | None = None  # (t, pid)
     worst_due_wait: float = 0.0  # the longest any due job had waited for a worker, sampled
     worst_due_wait_at: float | None = None
+    worst_lapse: float = 0.0  # the longest any running job had been lapsed, sampled
+    worst_lapse_at: float | None = None
+    lapsed_past_bound: list[tuple[float, int, float]] = field(default_factory=list)  # (t, jobs, oldest)
     issues: list[RegistryIssue] = field(default_factory=list)
 
 
 class Sampler(threading.Thread):
-    def __init__(self, session: Session, fleet: Fleet, events: EventLog, visibility: float) -> None:
+    def __init__(self, session: Session, fleet: Fleet, events: EventLog, visibility: float, bound: float) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.session = session
         self.fleet = fleet
         self.events = events
         self.visibility = visibility
+        self.bound = bound  # seconds past its lease a running job may stay before it is recovered
         self.stats = RegistryStats()
         self.halt = threading.Event()
         self._lock = threading.Lock()
@@ -93,6 +102,20 @@ class Sampler(threading.Thread):
             for member in self.fleet.snapshot():
                 self._judge(member, by_pid.get(member.pid), float(now))
         self._sample_due(float(now))
+        self._sample_lapsed()
+
+    def _sample_lapsed(self) -> None:
+        try:
+            row = self.session.one(sql.LAPSED, {"bound": self.bound})
+        except FAILURES:
+            return
+        now, oldest = float(row["now"]), float(row["oldest"])
+        disturbed = any(w.start <= now <= w.end + self.bound for w in self.events.disturbed())
+        with self._lock:
+            if oldest > self.stats.worst_lapse:
+                self.stats.worst_lapse, self.stats.worst_lapse_at = oldest, now
+            if row["past"] and not disturbed:
+                self.stats.lapsed_past_bound.append((now, int(row["past"]), oldest))
 
     def _sample_due(self, now: float) -> None:
         try:
@@ -134,4 +157,6 @@ class Sampler(threading.Thread):
 
     def result(self) -> RegistryStats:
         with self._lock:
-            return dataclasses.replace(self.stats, issues=list(self.stats.issues))
+            return dataclasses.replace(
+                self.stats, issues=list(self.stats.issues), lapsed_past_bound=list(self.stats.lapsed_past_bound)
+            )

@@ -19,6 +19,14 @@ A body does, in order:
    the work stopped (``clock_timestamp()`` minus the seconds since), then unlocks and gives the
    session back.
 
+With ``--flow`` (``SOAK_FLOW=1`` in the workers' environment) the app declares flow control and a
+third body: ``Limits(per_tenant=FLOW_PER_TENANT)`` counts the async jobs (their tenant is in the
+payload, one of FLOW_TENANTS), the sync jobs stay ``tenant="none"`` (counted by no cap, the jobs a
+filtered claim used to strand), and ``soak_steps`` (capped at FLOW_STEPS_CAP running runs by
+``concurrency=``) runs the async body between two durable steps (``ctx.step.run``): each step writes
+a ``soak_steps`` row as it runs, and a step answered from the store must answer what it recorded
+(a replay that answered anything else ends the run ``mismatch``, which fails the soak).
+
 The lock is held from before the start row until after the end row, so the next run of a job can
 find it taken only while the previous body is still inside its run. The ledger survives what
 the chaos does to the queue: its sessions are spared by the conductor's ``pg_terminate_backend``,
@@ -45,14 +53,19 @@ import psycopg
 
 from soak import sql
 from soak.procfs import proc_state
-from workhorse import App, JobContext, Retry
+from workhorse import App, JobContext, Limits, Retry
 from workhorse.jobs import JobHandle
 
 URL_ENV = "SOAK_DATABASE_URL"
 SCHEMA_ENV = "SOAK_SCHEMA"
 LOCK_ENV = "SOAK_LOCK_CLASS"
+FLOW_ENV = "SOAK_FLOW"
 SYNC_JOB = "soak_sync"
 ASYNC_JOB = "soak_async"
+STEPS_JOB = "soak_steps"
+FLOW_TENANTS = 5  # the async jobs' tenants under --flow
+FLOW_PER_TENANT = 4  # Limits(per_tenant=) under --flow: 5 tenants x 4 < the fleet's 24 slots, so it binds
+FLOW_STEPS_CAP = 6  # concurrency= of soak_steps under --flow
 LEDGER_PREFIX = "soak-ledger:"
 LEDGER_DEADLINE = 60.0  # seconds a ledger statement is retried (a restart takes a few)
 IDLE_KEPT = 12  # ledger sessions kept open per kind (sync, async) and process
@@ -138,6 +151,10 @@ class Ledger:
 
     def _lock_params(self, n: int) -> Params:
         return {"cls": self.lock_class, "n": n}
+
+    def mismatch(self, ctx: JobContext, n: int) -> LedgerRun:
+        """A run of its own for a steps job whose replay answered wrong: its ``mismatch`` row."""
+        return self._new_run(ctx, n, None, False)
 
     def _new_run(self, ctx: JobContext, n: int, conn: Any, lock_ok: bool) -> LedgerRun:
         return LedgerRun(str(uuid.uuid4()), ctx.id, n, ctx.attempt, ctx.worker_id, lock_ok, conn)
@@ -356,6 +373,42 @@ def sync_body(ctx: JobContext, payload: dict[str, Any]) -> int | None:
         book.end_sync(run, event, ended if ended is not None else time.monotonic())
 
 
+class StepMismatch(Exception):
+    """A durable step answered something other than what it recorded."""
+
+
+def record_step(url: str, schema: str, job_id: str, *, step: str, attempt: int, value: int) -> int:
+    """A step's side effect: one ``soak_steps`` row per execution (on a fresh session, retried
+    across a restart), answering ``value``."""
+    for pause in pauses(time.monotonic() + LEDGER_DEADLINE):
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=5, options=sql.DURABLE_SESSION) as conn:
+                conn.execute(
+                    sql.q(sql.RECORD_STEP, schema),
+                    {"job": job_id, "step": step, "attempt": attempt, "pid": os.getpid()},
+                )
+        except _RETRIED:
+            time.sleep(pause)
+        else:
+            return value
+    raise LedgerUnavailable(f"no step row for job {job_id} within {LEDGER_DEADLINE:g}s")
+
+
+async def steps_body(ctx: JobContext, payload: dict[str, Any]) -> int:
+    """``async_body`` between two durable steps. A step run again after a crash answers from the
+    store what its first run recorded: anything else ends the run ``mismatch``."""
+    book = ledger()
+    n = int(payload["n"])
+    where = (book.url, book.schema, ctx.id)
+    before = await ctx.step.run("before", record_step, *where, step="before", attempt=ctx.attempt, value=2 * n)
+    result = await async_body(ctx, payload)
+    after = await ctx.step.run("after", record_step, *where, step="after", attempt=ctx.attempt, value=2 * n + 1)
+    if (before, after) != (2 * n, 2 * n + 1):
+        await uncancelled(book.end_async(book.mismatch(ctx, n), "mismatch", time.monotonic()))
+        raise StepMismatch(f"job {n}: the steps answered {(before, after)}, not {(2 * n, 2 * n + 1)}")
+    return result
+
+
 async def async_body(ctx: JobContext, payload: dict[str, Any]) -> int:
     entered = time.monotonic()
     book = ledger()
@@ -382,20 +435,36 @@ async def async_body(ctx: JobContext, payload: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class SoakApp:
-    """The app and its two jobs."""
+    """The app and its jobs (``steps_job`` only under --flow)."""
 
     app: App
     sync_job: JobHandle[Any]
     async_job: JobHandle[Any]
+    steps_job: JobHandle[Any] | None = None
+
+    def handles(self) -> list[tuple[JobHandle[Any], str]]:
+        """Each job with the body name the plan gives its jobs (``soak/plan.py``)."""
+        out = [(self.sync_job, "sync"), (self.async_job, "async")]
+        return out if self.steps_job is None else [*out, (self.steps_job, "steps")]
 
 
-def build_app(url: str | None, schema: str) -> SoakApp:
+def tenant_of(payload: dict[str, Any]) -> str:
+    return str(payload["tenant"])
+
+
+def build_app(url: str | None, schema: str, *, flow: bool = False) -> SoakApp:
     """The soak's app on ``url`` and ``schema``: the workers' (from the environment) or the enqueuer's."""
-    soak_app = App(url, schema=schema)
-    sync_job = soak_app.job(name=SYNC_JOB, tenant="none", retry=RETRY)(sync_body)
-    async_job = soak_app.job(name=ASYNC_JOB, tenant="none", retry=RETRY)(async_body)
-    return SoakApp(soak_app, sync_job, async_job)
+    if not flow:
+        soak_app = App(url, schema=schema)
+        sync_job = soak_app.job(name=SYNC_JOB, tenant="none", retry=RETRY)(sync_body)
+        async_job = soak_app.job(name=ASYNC_JOB, tenant="none", retry=RETRY)(async_body)
+        return SoakApp(soak_app, sync_job, async_job)
+    soak_app = App(url, schema=schema, limits=Limits(per_tenant=FLOW_PER_TENANT))
+    sync_job = soak_app.job(name=SYNC_JOB, tenant="none", retry=RETRY)(sync_body)  # counted by no cap
+    async_job = soak_app.job(name=ASYNC_JOB, tenant=tenant_of, retry=RETRY)(async_body)
+    steps_job = soak_app.job(name=STEPS_JOB, tenant=tenant_of, retry=RETRY, concurrency=FLOW_STEPS_CAP)(steps_body)
+    return SoakApp(soak_app, sync_job, async_job, steps_job)
 
 
-_soak = build_app(os.environ.get(URL_ENV), os.environ.get(SCHEMA_ENV, "soak"))
+_soak = build_app(os.environ.get(URL_ENV), os.environ.get(SCHEMA_ENV, "soak"), flow=os.environ.get(FLOW_ENV) == "1")
 app = _soak.app

@@ -6,6 +6,7 @@ two tables of its own beside them, which nothing in workhorse reads or writes:
 
 * ``soak_enqueued``: one row per job, inserted in the transaction that enqueued it, so the set of
   jobs that exist is known from the database alone, even when a commit's answer was lost.
+* ``soak_steps``: one row per execution of a durable step (``--flow``'s ``soak_steps`` job).
 * ``soak_runs``: the ledger. A ``start`` row when a body begins and an end row (``ok``, ``fail``,
   ``cancelled``, ``error``) when it stops, written by the body on a session of its own.
 """
@@ -50,6 +51,14 @@ create table {schema}.soak_enqueued (
     at        timestamptz not null default clock_timestamp()
 );
 create index soak_enqueued_batch_idx on {schema}.soak_enqueued (batch);
+create table {schema}.soak_steps (
+    seq     bigserial   primary key,
+    job_id  uuid        not null,
+    step    text        not null,
+    attempt integer     not null,
+    pid     integer     not null,
+    at      timestamptz not null default clock_timestamp()
+);
 create table {schema}.soak_runs (
     seq          bigserial   primary key,
     run_id       uuid        not null,
@@ -115,6 +124,10 @@ select %(run)s, %(job)s, %(n)s, %(attempt)s, %(pid)s, %(worker)s, 'start', clock
 from (select 1) as one
 left join {schema}.jobs as j on j.id = %(job)s
 on conflict (run_id, event) do nothing
+"""
+
+RECORD_STEP = """
+insert into {schema}.soak_steps (job_id, step, attempt, pid) values (%(job)s, %(step)s, %(attempt)s, %(pid)s)
 """
 
 # ``ago``: seconds since the body actually stopped, so a row written late (the server was
@@ -187,11 +200,28 @@ from {schema}.soak_enqueued as e
 left join {schema}.jobs as j on j.id = e.id
 """
 
+# Running jobs whose lease lapsed: how many lapsed more than %(bound)s seconds ago (the lease plus
+# the rescue bound: workhorse.rescue), and how long ago the oldest lapsed.
+LAPSED = """
+select count(*) filter (where j.lease_expires_at < clock_timestamp() - %(bound)s * interval '1 second') as past,
+       coalesce(extract(epoch from clock_timestamp() - min(j.lease_expires_at))::float8, 0) as oldest,
+       extract(epoch from clock_timestamp())::float8 as now
+from {schema}.jobs as j
+where j.state = 'running' and j.lease_expires_at < clock_timestamp()
+"""
+
 # -- the verifier ---------------------------------------------------------------------------------
+
+STEPS = """
+select s.job_id::text as job_id, s.step, count(*) as runs
+from {schema}.soak_steps as s
+group by s.job_id, s.step
+"""
 
 FINAL_JOBS = """
 select e.id::text as id, e.n, e.source, e.body, e.fail_once, j.state, j.attempt,
-       extract(epoch from j.finished_at)::float8 as finished_at
+       extract(epoch from j.finished_at)::float8 as finished_at,
+       j.last_error ->> 'type' as error_type, j.last_error ->> 'message' as error_message
 from {schema}.soak_enqueued as e
 left join {schema}.jobs as j on j.id = e.id
 """

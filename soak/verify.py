@@ -55,6 +55,9 @@ whose ``prev`` ended ``ok``: the body had finished, so only its settle was missi
 worker was neither killed nor frozen are listed (``completed_body_rerun``): a settle that should
 have been retried to success.
 
+**Durable steps** (``--flow``): a steps job whose replayed step answered something other than
+what it recorded writes a ``mismatch`` row (``step_mismatches``, a failure).
+
 **Recovery times** (seconds, per fault kind, p50 and max over the faults of that kind), measured
 from the fault (for a restart: from the moment the server accepted connections again):
 ``first_done``: to the next ``ok`` end row of any job; ``held_done``: to the moment every job the
@@ -114,6 +117,8 @@ def runs_of(inputs: Inputs) -> dict[str, list[Run]]:
     runs: dict[str, Run] = {}
     ends: dict[str, dict[str, Any]] = {}
     for row in inputs.ledger:
+        if row["event"] == "mismatch":  # a steps job's replay answered wrong: a row of its own, no run
+            continue
         if row["event"] == "start":
             runs[row["run_id"]] = Run(
                 row["run_id"],
@@ -375,6 +380,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "jobs": len(inputs.jobs),
         "done": states.get("done", 0),
         "dead": states.get("dead", 0),
+        "dead_by_error": dict(Counter(str(j.get("error_type")) for j in inputs.jobs if j["state"] == "dead")),
         "lost": len(lost),
         "concurrent_duplicates": len(duplicates),
         "frozen_overlaps": sum(1 for o in found if o.kind == "frozen"),
@@ -385,6 +391,7 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         "runs": len(all_runs),
         "open_runs": len(open_runs),
         "final_attempt_unrecorded": len(unrecorded),
+        "step_mismatches": sum(1 for row in inputs.ledger if row["event"] == "mismatch"),
         "reruns": dict(sorted(reruns.causes.items())),
         "reruns_after_completed_body": dict(sorted(reruns.after_ok.items())),
         "faults": {k: faults.get(k, 0) for k in FAULT_KINDS},
@@ -403,6 +410,11 @@ def analyse(inputs: Inputs) -> tuple[dict[str, Any], dict[str, Any]]:
         ],
         "open_runs": [_run(r, inputs, members) for r in open_runs[:DETAILS_SHOWN]],
         "final_attempt_unrecorded": unrecorded[:DETAILS_SHOWN],
+        "dead": [
+            {k: j.get(k) for k in ("id", "n", "body", "attempt", "error_type", "error_message")}
+            for j in inputs.jobs
+            if j["state"] == "dead"
+        ][:DETAILS_SHOWN],
     }
     return summary, details
 

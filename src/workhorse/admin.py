@@ -92,7 +92,9 @@ class StatsRow:
     Counts are jobs now; ``completed``/``retried``/``failures``/``lapsed`` are attempts settled in
     the window (``failures`` = failed for good + dead-lettered). ``throughput`` is completed jobs a
     minute over the window; ``failure_rate`` is the share of settled attempts that did not
-    complete (None when nothing settled)."""
+    complete (None when nothing settled). ``running`` counts runs whose lease is live;
+    ``lease_lapsed`` the running jobs whose lease lapsed and that nothing recovered yet (their
+    worker died or froze), ``oldest_lapse_age`` seconds since the oldest of them lapsed."""
 
     queue: str
     name: str | None
@@ -111,6 +113,8 @@ class StatsRow:
     throughput: float = 0.0
     failure_rate: float | None = None
     held_back: int = 0  # due ready jobs a full fleet-wide cap holds back (queue rows only)
+    lease_lapsed: int = 0
+    oldest_lapse_age: float | None = None
     unknown: bool = False  # a job name row the app does not declare (no worker of it runs those jobs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,6 +126,8 @@ class StatsRow:
             ready=self.ready,
             delayed=self.delayed,
             running=self.running,
+            lease_lapsed=self.lease_lapsed,
+            oldest_lapse_age=None if self.oldest_lapse_age is None else round(self.oldest_lapse_age, 3),
             suspended=self.suspended,
             dead=self.dead,
             failed=self.failed,
@@ -485,12 +491,14 @@ def summarize(snap: Snapshot, window: float) -> Stats:
         return rows.setdefault((queue, name), {"queue": queue, "name": name})
 
     for c in snap.states:
+        state = "lease_lapsed" if c.state == "lapsed" else c.state  # `lapsed` is the window's counter
         for key in ((c.queue, None), (c.queue, c.name)):
             r = row(*key)
-            r[c.state] = r.get(c.state, 0) + c.count
-            if c.state == "ready" and c.oldest_run_at is not None:
+            r[state] = r.get(state, 0) + c.count
+            if c.state in ("ready", "lapsed") and c.oldest_run_at is not None:
                 age = max(0.0, (snap.now - c.oldest_run_at).total_seconds())
-                r["oldest_ready_age"] = max(r.get("oldest_ready_age") or 0.0, age)
+                oldest = "oldest_ready_age" if c.state == "ready" else "oldest_lapse_age"
+                r[oldest] = max(r.get(oldest) or 0.0, age)
     for s in snap.counters:
         for key in ((s.queue, None), (s.queue, s.name)):
             r = row(*key)
@@ -514,6 +522,8 @@ def summarize(snap: Snapshot, window: float) -> Stats:
                 dead=r.get("dead", 0),
                 failed=r.get("failed", 0),
                 oldest_ready_age=r.get("oldest_ready_age"),
+                lease_lapsed=r.get("lease_lapsed", 0),
+                oldest_lapse_age=r.get("oldest_lapse_age"),
                 paused=queue in paused,
                 completed=r.get("completed", 0),
                 retried=r.get("retried", 0),

@@ -34,10 +34,14 @@ The metrics (labels ``queue``: the job's queue, ``name``: the job name):
 
 - ``workhorse_up`` (gauge): 1 when the scrape read the database, else 0.
 - ``workhorse_scrape_duration_seconds`` (gauge): how long the snapshot took.
-- ``workhorse_jobs{queue,name,state}`` (gauge): jobs now in ready, delayed, running, suspended,
-  dead and failed (done and cancelled are history: the counters count them).
+- ``workhorse_jobs{queue,name,state}`` (gauge): jobs now in ready, delayed, running, lapsed,
+  suspended, dead and failed (done and cancelled are history: the counters count them). ``lapsed``
+  is no stored state: the running jobs whose lease lapsed (their worker died or froze) that no
+  claim or rescue recovered yet, counted apart from ``running`` (live leases).
 - ``workhorse_queue_oldest_ready_seconds{queue}`` (gauge): how long the oldest due job has waited
   to be claimed; 0 when nothing is due.
+- ``workhorse_queue_oldest_lapsed_seconds{queue}`` (gauge): how long ago the lease of the oldest
+  lapsed running job lapsed; 0 when none has.
 - ``workhorse_queue_dead_jobs{queue}`` (gauge): dead-lettered jobs kept.
 - ``workhorse_queue_paused{queue}`` (gauge): 1 while the queue is paused.
 - ``workhorse_workers`` (gauge): live worker processes in the registry.
@@ -100,7 +104,8 @@ __all__ = [
 log = logging.getLogger("workhorse.metrics")
 
 DEFAULT_TIMEOUT: Final = 5.0  # seconds; under Prometheus' default scrape_timeout of 10s
-JOB_STATES: Final = ("ready", "delayed", "running", "suspended", "dead", "failed")
+# 'lapsed' is no stored state: running jobs whose lease lapsed, counted apart from 'running'.
+JOB_STATES: Final = ("ready", "delayed", "running", "lapsed", "suspended", "dead", "failed")
 COUNTERS: Final = (
     ("workhorse_jobs_completed_total", "completed", "Attempts that completed (job done)."),
     ("workhorse_jobs_retried_total", "retried", "Attempts that failed and were scheduled to run again."),
@@ -128,6 +133,7 @@ def families(snapshot: Snapshot | None, duration: float) -> list[Metric]:
     pairs: set[tuple[str, str]] = set()
     counts: dict[tuple[str, str, str], int] = {}
     oldest: dict[str, float] = {}
+    lapsed_since: dict[str, float] = {}
     dead: dict[str, int] = {}
     for c in snapshot.states:
         pairs.add((c.queue, c.name))
@@ -137,13 +143,17 @@ def families(snapshot: Snapshot | None, duration: float) -> list[Metric]:
         if c.state == "ready" and c.count and c.oldest_run_at is not None:
             waited = max(0.0, (snapshot.now - c.oldest_run_at).total_seconds())
             oldest[c.queue] = max(oldest.get(c.queue, 0.0), waited)
+        if c.state == "lapsed" and c.count and c.oldest_run_at is not None:
+            waited = max(0.0, (snapshot.now - c.oldest_run_at).total_seconds())
+            lapsed_since[c.queue] = max(lapsed_since.get(c.queue, 0.0), waited)
     pairs.update((s.queue, s.name) for s in snapshot.counters)
     paused = {p.queue for p in snapshot.paused}
     queues = sorted({q for q, _ in pairs} | paused)
 
     jobs = GaugeMetricFamily(
         "workhorse_jobs",
-        "Jobs now in each state (done and cancelled are history: see the *_total counters).",
+        "Jobs now in each state (done and cancelled are history: see the *_total counters). 'running' "
+        "counts live leases; 'lapsed' the running jobs whose lease lapsed that no claim or rescue recovered yet.",
         labels=["queue", "name", "state"],
     )
     for queue, name in sorted(pairs):
@@ -154,6 +164,12 @@ def families(snapshot: Snapshot | None, duration: float) -> list[Metric]:
         "Seconds the oldest due (ready) job of the queue has waited to be claimed; 0 when none is due.",
         labels=["queue"],
     )
+    lapse_age = GaugeMetricFamily(
+        "workhorse_queue_oldest_lapsed_seconds",
+        "Seconds since the lease of the queue's oldest lapsed running job lapsed (its worker stopped "
+        "renewing it); 0 when none has.",
+        labels=["queue"],
+    )
     dead_jobs = GaugeMetricFamily(
         "workhorse_queue_dead_jobs", "Dead-lettered jobs kept in the queue.", labels=["queue"]
     )
@@ -162,12 +178,13 @@ def families(snapshot: Snapshot | None, duration: float) -> list[Metric]:
     )
     for queue in queues:
         age.add_metric([queue], oldest.get(queue, 0.0))
+        lapse_age.add_metric([queue], lapsed_since.get(queue, 0.0))
         dead_jobs.add_metric([queue], float(dead.get(queue, 0)))
         is_paused.add_metric([queue], 1.0 if queue in paused else 0.0)
     workers = GaugeMetricFamily("workhorse_workers", "Live worker processes in the registry.")
     workers.add_metric([], float(snapshot.workers))
 
-    out: list[Metric] = [up, took, jobs, age, dead_jobs, is_paused, workers]
+    out: list[Metric] = [up, took, jobs, age, lapse_age, dead_jobs, is_paused, workers]
     sums = {(s.queue, s.name): s for s in snapshot.counters}
     for metric, field, help_text in COUNTERS:
         counter = CounterMetricFamily(metric, help_text, labels=["queue", "name"])

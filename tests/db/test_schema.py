@@ -10,8 +10,10 @@ import pytest
 
 from workhorse import App, JobContext, SchemaError
 from workhorse._db import migrate
+from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as job_sql
 from workhorse._db.queries import migrations as migration_sql
+from workhorse._db.queries import rescue as rescue_sql
 from workhorse._db.queries import scheduler as scheduler_sql
 from workhorse._db.queries import steps as step_sql
 
@@ -62,7 +64,7 @@ async def test_a_worker_refuses_a_schema_newer_than_its_code(pg_app: App, databa
 
 def _statements() -> list[tuple[str, str]]:
     found = []
-    for module in (job_sql, migration_sql, scheduler_sql, step_sql):
+    for module in (job_sql, flow_sql, migration_sql, rescue_sql, scheduler_sql, step_sql):
         for name, value in vars(module).items():
             if (
                 name.isupper()

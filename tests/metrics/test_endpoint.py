@@ -62,7 +62,8 @@ def declare(app: App) -> dict[str, Any]:
 
 async def known_mix(app: App) -> None:
     """3 ok + 1 flaky (retried once) done, 2 bad dead after a retry each, 1 gone failed; then 2 ok
-    ready, 1 ok delayed, 1 lost lease taken back (running), queue mail paused, 1 live worker."""
+    ready, 1 ok delayed, 1 lost lease taken back (running), 1 lost lease nobody took back yet
+    (lapsed), queue mail paused, 1 live worker."""
     jobs = declare(app)
     for i in range(3):
         await jobs["ok"].enqueue(i)
@@ -80,6 +81,9 @@ async def known_mix(app: App) -> None:
     assert len((await claim(worker_id="w1", wants={"slow": 1}, names=["lost"], visibility=0.05)).claimed) == 1
     await asyncio.sleep(0.2)
     assert len((await claim(worker_id="w2", wants={"slow": 1}, names=["lost"], visibility=60)).claimed) == 1
+    await jobs["lost"].enqueue("again")
+    assert len((await claim(worker_id="w3", wants={"slow": 1}, names=["lost"], visibility=0.05)).claimed) == 1
+    await asyncio.sleep(0.2)  # its lease lapses, and no claim or rescuer runs: counted apart
     await app.admin.pause("mail", reason="smtp down")
     await app.driver.register_worker(WorkerInfo("w2", "host", 1, ["slow"], {"slow": 1}), 60)
 
@@ -92,13 +96,14 @@ def check_known_mix(got: Samples) -> None:
         ("default", "flaky"): {},
         ("mail", "bad"): {"dead": 2},
         ("mail", "gone"): {"failed": 1},
-        ("slow", "lost"): {"running": 1},
+        ("slow", "lost"): {"running": 1, "lapsed": 1},
     }
+    states_reported = ("ready", "delayed", "running", "lapsed", "suspended", "dead", "failed")
     for (queue, name), states in expected_jobs.items():
-        for state in ("ready", "delayed", "running", "suspended", "dead", "failed"):
+        for state in states_reported:
             key = ("workhorse_jobs", (("name", name), ("queue", queue), ("state", state)))
             assert got[key] == states.get(state, 0), key
-    assert sum(1 for metric, _ in got if metric == "workhorse_jobs") == len(expected_jobs) * 6
+    assert sum(1 for metric, _ in got if metric == "workhorse_jobs") == len(expected_jobs) * len(states_reported)
 
     expected_totals = {
         ("default", "ok"): {"jobs_completed": 3},
@@ -120,6 +125,8 @@ def check_known_mix(got: Samples) -> None:
     assert 0 < queue("oldest_ready_seconds", "default") < 60  # the two ok jobs enqueued just now
     assert queue("oldest_ready_seconds", "mail") == 0
     assert queue("oldest_ready_seconds", "slow") == 0
+    assert 0.1 < queue("oldest_lapsed_seconds", "slow") < 60  # the lapsed lease, apart from running
+    assert [queue("oldest_lapsed_seconds", q) for q in ("default", "mail")] == [0, 0]
 
 
 @pytest.fixture

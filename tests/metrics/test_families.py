@@ -30,6 +30,7 @@ def snapshot() -> Snapshot:
             StateCount("default", "a", "ready", 3, NOW - timedelta(seconds=90)),
             StateCount("default", "b", "ready", 1, NOW - timedelta(seconds=30)),
             StateCount("default", "b", "running", 2, NOW - timedelta(hours=1)),
+            StateCount("default", "b", "lapsed", 1, NOW - timedelta(seconds=45)),  # the lapse, 45 s ago
             StateCount("mail", "m", "dead", 4, NOW - timedelta(days=1)),
             StateCount("mail", "m", "delayed", 1, NOW + timedelta(hours=1)),
             StateCount("late", "x", "ready", 1, NOW + timedelta(seconds=5)),  # clock skew: never negative
@@ -54,12 +55,14 @@ def test_every_sample_of_a_snapshot() -> None:
 
     assert jobs("default", "a", "ready") == 3
     assert jobs("default", "b", "running") == 2
+    assert jobs("default", "b", "lapsed") == 1  # a lapsed lease counts apart from the live ones
+    assert jobs("default", "a", "lapsed") == 0
     assert jobs("mail", "m", "dead") == 4
     assert jobs("mail", "m", "delayed") == 1
     # every state of a known (queue, name) is reported, zeros included: a series never vanishes
     assert jobs("default", "a", "suspended") == 0
     assert jobs("gone", "old", "ready") == 0  # known from its counters only
-    assert sum(1 for name, _ in got if name == "workhorse_jobs") == 5 * 6
+    assert sum(1 for name, _ in got if name == "workhorse_jobs") == 5 * 7
 
     def queue(metric: str, name: str) -> float:
         return got[(f"workhorse_queue_{metric}", (("queue", name),))]
@@ -67,6 +70,8 @@ def test_every_sample_of_a_snapshot() -> None:
     assert queue("oldest_ready_seconds", "default") == 90  # the oldest of the queue's names
     assert queue("oldest_ready_seconds", "mail") == 0  # nothing ready
     assert queue("oldest_ready_seconds", "late") == 0
+    assert queue("oldest_lapsed_seconds", "default") == 45  # how long ago the oldest lease lapsed
+    assert queue("oldest_lapsed_seconds", "mail") == 0
     assert queue("dead_jobs", "mail") == 4
     assert queue("dead_jobs", "default") == 0
     assert queue("paused", "mail") == 1
@@ -122,6 +127,7 @@ def test_describe_names_every_family_without_a_scrape() -> None:
         "workhorse_scrape_duration_seconds",
         "workhorse_jobs",
         "workhorse_queue_oldest_ready_seconds",
+        "workhorse_queue_oldest_lapsed_seconds",
         "workhorse_queue_dead_jobs",
         "workhorse_queue_paused",
         "workhorse_workers",

@@ -375,6 +375,61 @@ async def test_a_lapsed_slot_frees_and_its_holder_loses_it(app: App, then: str) 
         assert (still.state, still.attempt) == ("ready", 0)  # the cap of 1 still holds
 
 
+@pytest.mark.parametrize(
+    ("limits", "concurrency"),
+    [
+        (Limits(per_tenant=5), None),  # the lapsed job is tenant="none": per_tenant does not count it
+        (None, 2),  # another job of the app is capped; the lapsed one is not
+        (Limits(rate_per_tenant=Rate(100, per="1s")), None),  # a rate counts starts, never running runs
+        (Limits(per_queue={"elsewhere": 1}), None),  # another queue's cap
+    ],
+)
+async def test_a_flow_claim_retakes_a_lapsed_lease_no_cap_counts(
+    app: App, limits: Limits | None, concurrency: int | None
+) -> None:
+    """Issue 26: the flow claim looked only at running rows some cap counts, so a lapsed job no cap
+    counts was never re-taken by a worker under flow control (it stayed running for good). It is
+    re-taken like any lapsed lease: attempt 2, the lapse counted, its old holder fenced out; and the
+    claim before the lapse says when to look again."""
+    app.limits = limits
+
+    @app.job(name="loose", tenant="none", retry=Retry(attempts=3, base=0))
+    async def loose(ctx: JobContext, payload: int) -> None:
+        return None
+
+    @app.job(name="capped", tenant=lambda p: "t", concurrency=concurrency)
+    async def capped(ctx: JobContext, payload: int) -> None:
+        return None
+
+    ref = await loose.enqueue(1)
+    flow = rules_for(app.limits, {h.name: h.concurrency for h in app.jobs.values()})
+    assert flow is not None and not flow.counts("loose", "default", None)
+    driver = app.driver
+
+    async def claim(worker_id: str, visibility: float) -> Any:
+        return await driver.claim(
+            worker_id=worker_id, wants={"default": 10}, names=["loose", "capped"], visibility=visibility, flow=flow
+        )
+
+    one = await claim("w-1", 0.5)
+    assert [c.id for c in one.claimed] == [ref.id]
+    lease = Lease(ref.id, one.claimed[0].claims)
+    idle = await claim("w-2", 30.0)
+    assert idle.claimed == [] and idle.next_due is not None and idle.next_due <= 0.5  # wake at the lapse
+    await asyncio.sleep(0.8)  # w-1 died: its lease lapses
+    lapsed = await app.get_job(ref.id)
+    assert lapsed is not None and (lapsed.state, lapsed.lease_lapsed) == ("running", True)
+    two = await claim("w-2", 30.0)
+    assert [(c.id, c.attempt) for c in two.claimed] == [(ref.id, 2)]
+    assert (await driver.heartbeat("w-1", [lease], 1.0)).held == set()  # the dead holder is fenced out
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.worker_id, job.lease_lapsed) == ("w-2", False)
+    stats = await app.admin.stats()
+    assert [(r.name, r.lapsed, r.lease_lapsed, r.running) for r in stats.names if r.name == "loose"] == [
+        ("loose", 1, 0, 1)
+    ]
+
+
 # -- caps past PostgreSQL's int ----------------------------------------------------------------------
 
 BIG = 2**31  # a whole number >= 0, as the contract asks; one past FLOW_CLAIM's ::int parameters

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workhorse import App, JobContext
+from workhorse.drivers.base import Rescued
 from workhorse.scheduler import RoundAnswer, RoundRequest, Scheduler, TaskState
 
 BUDGET_PER_MINUTE = 6
@@ -40,6 +41,7 @@ class FakeStore:
     released: list[str] = field(default_factory=list)
     crashed: set[str] = field(default_factory=set)
     rollups: int = 0
+    rescues: list[tuple[float, int]] = field(default_factory=list)  # (when, batch asked)
 
     def now(self) -> datetime:
         return START + timedelta(seconds=self.clock.now)
@@ -50,6 +52,10 @@ class FakeStore:
     async def rollup(self) -> int:
         self.rollups += 1
         return 0
+
+    async def rescue(self, batch: int) -> Rescued:
+        self.rescues.append((self.clock.now, batch))
+        return Rescued([], [])
 
     async def round(self, request: RoundRequest) -> RoundAnswer:
         t = self.clock.now
@@ -171,6 +177,29 @@ async def test_an_idle_leader_issues_four_statements_a_minute() -> None:
     assert min(gaps) >= 15 - 0.01, gaps  # one round per interval, never faster
     assert leader.stats.elections == 1 and leader.stats.lost == 0
     assert store.released == [leader.id], "stop() released the lease"
+
+
+async def test_an_idle_leader_rescues_every_fourth_round_and_a_standby_never() -> None:
+    """The rescue duty (workhorse.rescue) costs the leader one statement every fourth round when
+    nothing lapsed: once a minute at the default interval, so rounds and rescues stay within the
+    budget; a standby rescues nothing (its workers do)."""
+    time = VirtualTime()
+    store = FakeStore(time)
+    app = yearly_app()
+    leader, standby = virtual(app, store, time), virtual(app, store, time)
+    leader_run = asyncio.create_task(leader.run())
+    await time.settle()
+    standby_run = asyncio.create_task(standby.run())
+    await time.run_until(600)
+    await stop_all(time, [leader, standby], [leader_run, standby_run])
+    steady = [t for t, _ in store.rescues if 1 <= t <= 600]
+    assert 0.9 <= len(steady) * 60 / 599 <= 1.1, steady
+    gaps = [b - a for a, b in itertools.pairwise(steady)]
+    assert max(gaps) <= 4 * leader.interval + 0.01, gaps  # once a minute
+    rounds = [t for t, h in store.rounds if h == leader.id and 1 <= t <= 600]
+    assert (len(rounds) + len(steady)) * 60 / 600 <= 5  # 40 rounds and 10 rescues
+    leading = {t for t, h in store.rounds if h == leader.id}
+    assert {t for t, _ in store.rescues} <= leading, "only after a round the leader led"
 
 
 async def test_a_standby_stays_in_budget_and_takes_over_within_one_lease() -> None:

@@ -218,7 +218,10 @@ def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> Table:
         name: RenderableType = job.name
         if known and job.name not in known and job.state in ("ready", "delayed", "suspended"):
             name = Text.assemble(job.name, (" (unknown)", "yellow"))
-        row: list[RenderableType] = [job.id, name, job.queue, state_text(job.state)]
+        state = state_text(job.state)
+        if job.lease_lapsed:  # running on the row, but its worker stopped renewing the lease
+            state = Text.assemble(state, (f" (lease lapsed {ago(job.lease_expires_at, now)})", "bold red"))
+        row: list[RenderableType] = [job.id, name, job.queue, state]
         if with_attempt:
             row.append(f"{job.attempt}/{job.max_attempts}")
         if with_tenant:
@@ -299,7 +302,17 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
     grid.add_row("run at", when(job.run_at))
     grid.add_row("started", when(job.started_at))
     grid.add_row("finished", when(job.finished_at))
-    if job.state in LIVE_STATES and job.worker_id is not None:
+    if job.lease_lapsed:
+        holder = "its worker" if job.worker_id is None else f"its worker {job.worker_id}"
+        grid.add_row(
+            "lease",
+            Text(
+                f"lapsed {when(job.lease_expires_at)}: {holder} stopped renewing it (it died or froze); "
+                "a claim or the rescuer recovers the job, spending the attempt",
+                style="bold red",
+            ),
+        )
+    elif job.state in LIVE_STATES and job.worker_id is not None:
         grid.add_row("worker", f"{job.worker_id} (lease until {when(job.lease_expires_at)})")
     grid.add_row("payload", _pretty(job.payload))
     if job.result is not None:

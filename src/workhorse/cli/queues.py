@@ -82,6 +82,8 @@ def resume(state: State, queue: str, *, as_json: bool) -> None:
 def stats(state: State, *, since: str, as_json: bool) -> None:
     """Show each queue and each job name: jobs by state, how long the oldest ready job has
     waited, throughput (completed a minute) and failure rate over a window, and paused queues.
+    Running jobs whose lease lapsed (their worker died or froze, and nothing recovered them yet)
+    are counted apart, under `lease lapsed`, with how long ago the oldest lapsed.
 
     The failure rate is the share of attempts settled in the window that did not complete (a
     retry counts). Counts of done and cancelled jobs are history and are not listed; they show
@@ -123,7 +125,12 @@ def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
     table.add_column("queue", overflow="fold", min_width=7)
     if by_name:
         table.add_column("name", overflow="fold", min_width=12)
-    for column in ("ready", "running", "delayed", "suspended", "dead", "failed"):
+    # Running jobs whose lease lapsed are not counted as running: a column of their own, shown
+    # only while there are some, with how long ago the oldest lapsed.
+    with_lapsed = any(row.lease_lapsed for row in rows)
+    for column in ("ready", "running", "lease lapsed", "delayed", "suspended", "dead", "failed"):
+        if column == "lease lapsed" and not with_lapsed:
+            continue
         if with_waits or column not in ("delayed", "suspended"):
             table.add_column(column, justify="right", no_wrap=True)
     if with_waits:
@@ -140,6 +147,8 @@ def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
         if by_name:
             cells.append(Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or ""))
         cells += [_number(row.ready), _number(row.running)]
+        if with_lapsed:
+            cells.append(_lapsed(row))
         if with_waits:
             cells += [_number(row.delayed), _number(row.suspended)]
         cells += [_number(row.dead, "bold red"), _number(row.failed, "red")]
@@ -187,6 +196,14 @@ def _throughput(per_minute: float) -> Text:
     if per_minute < 0.01:
         return Text("<0.01")
     return Text(f"{per_minute:,.2f}" if per_minute < 100 else f"{per_minute:,.0f}")
+
+
+def _lapsed(row: StatsRow) -> Text:
+    """Running jobs whose lease lapsed, and how long ago the oldest did (``3, 45s ago``)."""
+    if not row.lease_lapsed:
+        return Text("0", style="dim")
+    since = "" if row.oldest_lapse_age is None else f", {span(row.oldest_lapse_age)} ago"
+    return Text(f"{row.lease_lapsed:,}{since}", style="bold red")
 
 
 def _number(value: int, style: str = "") -> Text:

@@ -207,6 +207,7 @@ async def _run_with_scheduler(runner: Worker, scheduler: Scheduler) -> WorkerSta
             stop(runner.stop(cut_off=True))
 
     installed = install_stop_signals(loop, on_signal)
+    runner.defer_rescue(lambda: scheduler.leading)  # the leader rescues lapsed leases for this process
 
     def scheduler_ended(task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -181,6 +181,8 @@ class Dashboard:
                     "failures": q.failures + q.retried,
                     "paused": q.paused,
                     "held_back": q.held_back,
+                    "lapsed": q.lease_lapsed,  # running rows whose lease lapsed: not in counts["running"]
+                    "lapsed_ago": span(q.oldest_lapse_age or 0.0),
                     "chart": bars(hour),
                     "mix": state_mix(list(counts.items())),
                 }
@@ -191,6 +193,7 @@ class Dashboard:
             "totals": totals,
             "states": OVERVIEW_STATES,
             "at": stats.at,
+            "lapsed": sum(q.lease_lapsed for q in stats.queues),
             "completed_hour": sum(q.completed for q in stats.queues),
             "failures_hour": sum(q.failures + q.retried for q in stats.queues),
         }

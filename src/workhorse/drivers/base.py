@@ -18,8 +18,10 @@ a module of its own (``postgres_<role>.py``, ``memory_<role>.py``):
                    lease row and its rounds (``drivers/leadership.py``, with the records they speak)
     RetentionRole  purge: finished jobs by state with their steps, expired events, gone workers, ...
 
-The optional wake-up role is ``drivers/wakeups.py`` (``WakeupSource``). The records live in
-``drivers/records.py``; every one is importable from here too.
+Two roles are optional: the wake-ups (``drivers/wakeups.py``, ``WakeupSource``), and the rescue of
+lapsed leases (``RescueRole`` below, ``workhorse.rescue``: PostgreSQL's; the memory driver's claim
+takes back its lapsed leases itself). The records live in ``drivers/records.py``; every one is
+importable from here too.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from workhorse.drivers.records import (
     Purged,
     PurgePolicy,
     QueuePause,
+    Rescued,
     Settlement,
     Snapshot,
     StateCount,
@@ -121,8 +124,10 @@ class WorkRole(Protocol):
         attempts), then due jobs. One round trip for every queue. ``sweep=False`` is the lean
         claim of a busy worker: due jobs only, no lapsed leases, no ``next_due``. With ``flow``,
         the claim enforces those fleet-wide caps (``workhorse.flow``): a job over a cap is left
-        ready, a lapsed lease a cap counts is freed (revoked when not re-claimed), a run refused
-        by its key is settled and answered in ``refused``; every such claim sweeps."""
+        ready, a lapsed lease a cap counts is freed (revoked when not re-claimed), a lapsed lease
+        on its queues under its names is re-taken whether or not a cap counts it, a run refused
+        by its key is settled and answered in ``refused``; every such claim sweeps. A lapsed lease
+        no claim may take is the rescuer's (``RescueRole``)."""
 
     async def heartbeat(self, worker_id: str, leases: Sequence[Lease], visibility: float) -> Beat:
         """Renew the worker's registry row and its leases in one round trip. A job id missing
@@ -257,6 +262,16 @@ class RetentionRole(Protocol):
 
 
 @runtime_checkable
+class RescueRole(Protocol):
+    """The optional rescue role: recover running jobs whose lease lapsed, whoever may claim them."""
+
+    async def rescue_lapsed(self, batch: int) -> Rescued:
+        """One batch of at most ``batch`` lapsed leases, oldest lapse first, in one round trip: each
+        back 'ready' with its attempt spent, or buried on its final attempt, fenced on its claim;
+        a lease another statement holds locked is left to it. Wakes the rescued jobs' queues."""
+
+
+@runtime_checkable
 class Driver(
     SchemaRole, EnqueueRole, WorkRole, OperateRole, StepsRole, EventsRole, LeadershipRole, RetentionRole, Protocol
 ):
@@ -302,6 +317,8 @@ __all__ = [
     "PurgePolicy",
     "Purged",
     "QueuePause",
+    "RescueRole",
+    "Rescued",
     "RetentionRole",
     "SchemaRole",
     "Settlement",

@@ -183,7 +183,12 @@ class _Row:
             lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
             errors=_load(self.errors) or [], flow_key=self.flow_key, traceparent=self.traceparent,
+            lease_lapsed=self.lapsed(now),
         )  # fmt: skip
+
+    def lapsed(self, now: datetime) -> bool:
+        """``JOB_COLUMNS``' lease_lapsed: running, and its lease passed."""
+        return self.state == "running" and self.lease_expires_at is not None and self.lease_expires_at < now
 
     def bury(self, now: datetime) -> Buried:
         """CLAIM's ``buried`` arm: a lease that lapsed on the final attempt ends the job."""

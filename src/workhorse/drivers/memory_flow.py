@@ -43,6 +43,15 @@ class MemoryFlow(MemoryCore):
         running = [r for r in self._rows.values() if r.state == "running" and flow.counts(r.name, r.queue, r.tenant)]
         freed = [r for r in running if r.lease_expires_at is not None and r.lease_expires_at < now]
         freed_ids = {r.id for r in freed}
+        for queue, slots in wanted.items():  # `lapsed_ours`: the lapsed leases no cap counts, ours to re-take
+            lapsed = [
+                r
+                for r in self._rows.values()
+                if r.state == "running" and r.queue == queue and r.name in name_set and r.id not in freed_ids
+                and r.lease_expires_at is not None and r.lease_expires_at < now
+            ]  # fmt: skip
+            freed += sorted(lapsed, key=lambda r: (r.lease_expires_at or now, r.id))[:slots]
+        freed_ids = {r.id for r in freed}
         held = [r for r in running if r.id not in freed_ids]
         held_name = Counter(r.name for r in held)
         held_key: Counter[tuple[str, str | None]] = Counter(
@@ -190,6 +199,12 @@ class MemoryFlow(MemoryCore):
             if r.queue in wanted and r.name in names and r.state in ("delayed", "suspended") and r.run_at > now
         ]
         later += [r.lease_expires_at for r in held if r.lease_expires_at is not None and r.lease_expires_at > now]
+        later += [  # a lease no cap counts could lapse: this claim would re-take it
+            r.lease_expires_at
+            for r in self._rows.values()
+            if r.state == "running" and r.queue in wanted and r.name in names
+            and r.lease_expires_at is not None and r.lease_expires_at > now
+        ]  # fmt: skip
         if flow.rate is not None:
             window = timedelta(seconds=flow.rate_window or 0.0)
             later += [oldest + window for n, oldest in starts.values() if n >= flow.rate[0]]

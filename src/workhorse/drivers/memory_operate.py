@@ -256,9 +256,11 @@ class MemoryOperate(MemoryCore):
             states: dict[tuple[str, str, str], tuple[int, datetime]] = {}
             for r in self._rows.values():
                 if r.state in _SNAPSHOT_STATES:
-                    key = (r.queue, r.name, r.reported_state(now))
-                    count, oldest = states.get(key, (0, r.run_at))
-                    states[key] = (count + 1, min(oldest, r.run_at))
+                    lapsed = r.lapsed(now)  # counted apart, with the earliest lapse (SNAPSHOT)
+                    at = r.lease_expires_at if lapsed and r.lease_expires_at is not None else r.run_at
+                    key = (r.queue, r.name, "lapsed" if lapsed else r.reported_state(now))
+                    count, oldest = states.get(key, (0, at))
+                    states[key] = (count + 1, min(oldest, at))
             start = None if since is None else now - timedelta(seconds=since)
             sums: dict[tuple[str, str], list[int]] = {}
             for (_tier, bucket, queue, name), values in self._counters.items():

@@ -12,6 +12,7 @@ from typing import Any
 from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
+from workhorse._db.queries import rescue as rescue_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
 from workhorse.drivers.base import (
@@ -21,6 +22,7 @@ from workhorse.drivers.base import (
     ClaimResult,
     FlowRules,
     Lease,
+    Rescued,
     Settlement,
     StepFence,
     WorkerInfo,
@@ -71,7 +73,7 @@ def _flow_params(flow: FlowRules) -> dict[str, Any]:
 
 class PostgresWork(PostgresCore):
     """The work role: the claim, the heartbeat, the registry row, the settle and progress reports;
-    and the optional wake-up role (``drivers/wakeups.py``)."""
+    and the optional wake-up role (``drivers/wakeups.py``) and rescue role (``RescueRole``)."""
 
     enforces_flow = True  # FLOW_CLAIM, under its advisory lock: every cap holds across the fleet
 
@@ -208,6 +210,28 @@ class PostgresWork(PostgresCore):
         )
         landed = {r["id"] for r in rows}
         return [s.job_id in landed for s in settlements]
+
+    # -- the rescue of lapsed leases (the optional RescueRole) ------------------------------------
+
+    async def rescue_lapsed(self, batch: int) -> Rescued:
+        rows = await self.fetch(rescue_sql.RESCUE, {"batch": batch, "channel": self.channel})
+        readied = [r["id"] for r in rows if r["kind"] == "readied"]
+        buried = [
+            Buried(
+                id=r["id"],
+                name=r["name"],
+                queue=r["queue"],
+                tenant=r["tenant"],
+                state=r["state"],
+                payload=r["payload"],
+                attempt=r["attempt"],
+                max_attempts=r["max_attempts"],
+                last_error=r["last_error"],
+            )
+            for r in rows
+            if r["kind"] == "buried"
+        ]
+        return Rescued(readied, buried)
 
     # -- progress -------------------------------------------------------------------------------
 

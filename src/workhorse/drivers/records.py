@@ -87,6 +87,9 @@ class Job:
     errors: list[dict[str, Any]] = field(default_factory=list)
     flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
     traceparent: str | None = None  # the W3C traceparent stamped at enqueue or staging, if any
+    # Running, and its lease lapsed (on the driver's clock, when read): its worker stopped renewing
+    # it and no claim nor rescue has recovered it yet (see ``workhorse.rescue``).
+    lease_lapsed: bool = False
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -116,6 +119,7 @@ class Job:
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
             "lease_expires_at": iso(self.lease_expires_at),
+            "lease_lapsed": self.lease_lapsed,
             "traceparent": self.traceparent,
         }
         if with_steps:
@@ -154,6 +158,20 @@ class Buried:
     attempt: int
     max_attempts: int
     last_error: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Rescued:
+    """What one rescue batch did (``RescueRole.rescue_lapsed``): the lapsed leases it handed back
+    'ready' (``readied``, their ids) and those it buried on their final attempt (``buried``). A
+    batch that came back full (``count`` equal to the batch asked) may have left more."""
+
+    readied: list[str]
+    buried: list[Buried]
+
+    @property
+    def count(self) -> int:
+        return len(self.readied) + len(self.buried)
 
 
 @dataclass(frozen=True)
@@ -514,7 +532,9 @@ class QueuePause:
 @dataclass(frozen=True)
 class StateCount:
     """How many jobs of one (queue, name) are in one REPORTED state. ``oldest_run_at`` is the
-    smallest run_at among them (for 'ready': how long the oldest due job has waited)."""
+    smallest run_at among them (for 'ready': how long the oldest due job has waited). A running
+    job whose lease lapsed is counted apart, as ``state`` 'lapsed', and its ``oldest_run_at`` is
+    the earliest lapse (the smallest lease_expires_at): how long the oldest has waited for rescue."""
 
     queue: str
     name: str

@@ -9,6 +9,8 @@ it are private modules, each owning its state:
     cron       the cron duty: planning each round's fires, reading back what landed (pure)
     duty       the Duty protocol: what the leader runs after each round it leads
     folds      the counter folds duty (and the hourly fold of a task-less role)
+    purge      the retention duty (and the purge of a task-less role)
+    rescue     the rescue duty: lapsed leases, after each round it leads (``workhorse.rescue``)
     store      RoundStore: where rounds go (DriverRoundStore over the driver's leadership role, or a test's own)
     stats      SchedulerStats
     report     TaskStatus, LeaderStatus, TasksReport, tasks_report: what `workhorse tasks` prints (app.admin.tasks)

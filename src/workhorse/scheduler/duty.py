@@ -3,8 +3,8 @@
 The cron round is the leader's first duty, and it shapes the round itself (``cron.py`` plans the
 fires the round statement makes and reads its answer). Every other duty runs after a round that
 left this process leading, on the database clock that round answered: the counter folds
-(``folds.py``) today; retention's purge and the outbox relay plug in the same way, each a module
-of its own. A duty that fails with a ``WorkhorseError`` counts as a failed round (the leader backs
+(``folds.py``), retention's purge (``purge.py``) and the rescue of lapsed leases (``rescue.py``),
+each a module of its own. A duty that fails with a ``WorkhorseError`` counts as a failed round (the leader backs
 off and tries again); one that must not, catches its own errors.
 """
 

@@ -5,7 +5,8 @@ scheduler``) runs ROUNDS, each ONE statement (``_db/queries/scheduler``): it ren
 lease (``election.py``), fires what the previous round planned, fenced by the lease epoch and by
 each task's watermark (``cron.py``), and reads back the database clock and the watermarks the next
 round plans from. After a round that left it leading it runs the leader's other duties
-(``duty.py``; the counter folds, ``folds.py``).
+(``duty.py``; the counter folds, ``folds.py``; retention's purge, ``purge.py``; the rescue of
+lapsed leases, ``rescue.py``).
 
 Cadence: the holder runs a round every ``interval`` (15 s) or at the next due occurrence,
 whichever is sooner, and renews its ``lease`` (30 s) on each. A standby runs a round every
@@ -13,7 +14,8 @@ whichever is sooner, and renews its ``lease`` (30 s) on each. A standby runs a r
 replaced within one lease period; it also listens for a released lease (``open_handover``: a
 LISTEN session on PostgreSQL), so a leader that steps down (SIGTERM: finish the round, then
 release the lease) is replaced at once. Idle, a leader issues 4 statements a minute, a standby 5
-(its LISTEN session is probed once a minute).
+(its LISTEN session is probed once a minute); the leader's rescue of lapsed leases adds one every
+RESCUE_ROUNDS rounds (once a minute), so an idle leader stays within 6.
 
 A process with no task declared takes no part in the election: a leader fires only the tasks it
 knows, so every process running the role should declare the same tasks (the same app).
@@ -39,17 +41,22 @@ from workhorse._service import Service, stop_signals
 from workhorse.drivers.leadership import Handover, RoundRequest
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.hooks import Hooks
+from workhorse.jobs import JobHandle
 from workhorse.retention import Retention
 from workhorse.scheduler.cron import CronDuty
 from workhorse.scheduler.duty import Duty
 from workhorse.scheduler.election import Election
 from workhorse.scheduler.folds import CounterFolds, fold_hourly
 from workhorse.scheduler.purge import Purger, RetentionPurge, purge_every
+from workhorse.scheduler.rescue import LeaseRescue
 from workhorse.scheduler.stats import SchedulerStats
 from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, open_store
 from workhorse.tasks import TaskHandle
 
 log = logging.getLogger("workhorse.scheduler")
+
+RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.rescue)
 
 
 class SchedulerApp(StoreSource, Protocol):
@@ -69,6 +76,16 @@ class SchedulerApp(StoreSource, Protocol):
     @property
     def admin(self) -> Purger:
         """The operator API, whose purge the leader runs."""
+        ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobHandle[Any]]:
+        """Every declared job, by name (a job the leader's rescue buries calls its ``on_settled``)."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """The app's lifecycle-event subscribers (the leader's rescue emits its burials)."""
         ...
 
 
@@ -124,7 +141,8 @@ class Scheduler:
         self._election = Election(self.id, self.stats)
         self._cron = CronDuty(self.id, app.tasks, self.stats)
         self._purge = RetentionPurge(self.id, lambda: app.retention, app.admin)
-        self._duties: list[Duty] = [CounterFolds(self.id), self._purge]
+        self._rescue = LeaseRescue(self.id, every=RESCUE_ROUNDS * self.interval, jobs=app.jobs, hooks=app.hooks)
+        self._duties: list[Duty] = [CounterFolds(self.id), self._purge, self._rescue]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()
         self._service = Service("scheduler", code="SCHEDULER_RUNNING", fix="create a second Scheduler(app) instead")

@@ -1,6 +1,7 @@
 """Where rounds go: the ``RoundStore`` protocol, and the store over a driver's leadership role.
 
-A store runs a round (``round``), ends a lease (``release``), folds counters (``rollup``), and,
+A store runs a round (``round``), ends a lease (``release``), folds counters (``rollup``), rescues
+lapsed leases (``rescue``), and,
 when it can, wakes a standby on a released lease (``HandoverSource.open_handover``). The
 scheduler's default is ``DriverRoundStore`` over the app's driver: on PostgreSQL a driver of its
 own, one connection named ``workhorse:scheduler`` (``PostgresRoundStore``); on the memory driver
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, runtime_checkable
 
-from workhorse.drivers.base import Driver
+from workhorse.drivers.base import Driver, Rescued, RescueRole
 from workhorse.drivers.leadership import Handover, RoundAnswer, RoundRequest
 
 
@@ -44,6 +45,10 @@ class RoundStore(Protocol):
     async def rollup(self) -> int:
         """Fold old counter buckets (``Driver.rollup_counters``); answers rows folded."""
 
+    async def rescue(self, batch: int) -> Rescued:
+        """One batch of lapsed leases rescued (``RescueRole.rescue_lapsed``; none on a driver
+        without the role)."""
+
     async def close(self) -> None: ...
 
 
@@ -72,6 +77,11 @@ class DriverRoundStore:
 
     async def rollup(self) -> int:
         return await self.driver.rollup_counters()
+
+    async def rescue(self, batch: int) -> Rescued:
+        if isinstance(self.driver, RescueRole):
+            return await self.driver.rescue_lapsed(batch)
+        return Rescued([], [])  # the memory driver: its claim takes back its lapsed leases
 
     def open_handover(self, wake: asyncio.Event) -> Handover:
         return self.driver.open_handover(wake)

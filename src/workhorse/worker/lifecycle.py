@@ -21,6 +21,12 @@ or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cut
 at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
 the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
 
+Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
+paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
+most a minute, on its settle connection, so a fleet recovers a crashed worker's jobs whether or not
+a scheduler leader runs (beside a leading scheduler role it leaves the turns to the leader:
+``defer_rescue``).
+
 A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
 its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
 with nothing to settle (counted as ``suspended``), and a later claim resumes it from its steps.
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -44,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
-from workhorse.drivers.base import Claimed, Driver, Lease, WorkerInfo
+from workhorse.drivers.base import Claimed, Driver, Lease, RescueRole, WorkerInfo
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
@@ -52,6 +59,7 @@ from workhorse.flow import Limits, rules_for
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
 from workhorse.logs import JobLogger
+from workhorse.rescue import rescue_every, rescue_interval
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict
@@ -162,11 +170,17 @@ class Worker:
         self._drain_deadline: float | None = None
         self._burst = False
         self._service = Service("worker", code="WORKER_RUNNING", fix="create a second worker with app.worker() instead")
+        self._rescue_deferred: Callable[[], bool] | None = None  # defer_rescue
         self.flow = rules_for(app.limits, {n: app.jobs[n].concurrency for n in self._names})
         if app.webhook_policy is not None:  # a POST on the wire must fit in the drain (workhorse.webhooks)
             from workhorse.webhooks.policy import check_drain
 
             check_drain(app.webhook_policy, self.drain_timeout, self.queues)
+
+    def defer_rescue(self, leading: Callable[[], bool]) -> None:
+        """Skip this worker's own rescue turns while ``leading()`` answers True: the scheduler role
+        of the same process leads, and the leader rescues (``workhorse worker`` wires this)."""
+        self._rescue_deferred = leading
 
     def _read_concurrency(self, concurrency: int | dict[str, int]) -> dict[str, int]:
         def check(value: Any, what: str) -> int:
@@ -337,6 +351,16 @@ class Worker:
             asyncio.create_task(self._kept(parts.progress.run, "progress"), name="progress"),
             asyncio.create_task(self._kept(watch.run, "unknown-names"), name="unknown-names"),
         ]
+        if isinstance(settle, RescueRole):  # lapsed leases no claim may take (workhorse.rescue)
+            rescuer = functools.partial(
+                rescue_every,
+                settle.rescue_lapsed,
+                every=rescue_interval(self.visibility),
+                by=f"worker {self.id}",
+                announce=parts.settler.announce_buried,
+                skip=self._rescue_deferred,
+            )
+            tasks.append(asyncio.create_task(self._kept(rescuer, "rescue"), name="rescue"))
         try:
             await parts.claimer.run(wakeups)
             if self._burst and self._failure is None:

@@ -19,6 +19,7 @@ from workhorse.drivers.base import Buried, Settlement
 from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
+from workhorse.rescue import announce_buried, on_settled
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
 from workhorse.worker.records import Control, Held, WorkerStats
@@ -26,7 +27,6 @@ from workhorse.worker.table import RunTable
 
 log = logging.getLogger("workhorse.worker")
 
-ON_SETTLED_TRIES = 3
 SETTLE_LINGER = 0.002  # seconds a busy worker's settle waits for more outcomes to batch
 
 
@@ -195,36 +195,17 @@ class Settler:
         self.call_on_settled(handle.on_settled, outcome)
 
     def announce_buried(self, buried: list[Buried]) -> None:
-        for row in buried:
-            self.stats.buried += 1
-            log.error(
-                "worker %s: job %s (%s) buried %s: its lease lapsed on its final attempt (%d of %d)",
-                self.worker_id,
-                row.id,
-                row.name,
-                row.state,
-                row.attempt,
-                row.max_attempts,
-            )
-            if self.hooks:
-                self.hooks.job(
-                    "dead-lettered" if row.state == "dead" else "failed", self.worker_id, row, error=row.last_error
-                )
-            handle = self.jobs.get(row.name)
-            if handle is None or handle.on_settled is None:
-                continue
-            kind: OutcomeKind = "dead-lettered" if row.state == "dead" else "dropped"
-            self.call_on_settled(
-                handle.on_settled,
-                Outcome(
-                    kind=kind,
-                    job_id=row.id,
-                    name=row.name,
-                    attempt=row.attempt,
-                    payload=row.payload,
-                    error=row.last_error,
-                ),
-            )
+        """Jobs this worker's claim or rescuer buried: their lease lapsed on the final attempt."""
+        self.stats.buried += len(buried)
+        announce_buried(
+            buried,
+            role="worker",
+            by=self.worker_id,
+            jobs=self.jobs,
+            hooks=self.hooks,
+            call=self.on_body_loop,
+            logger=log,
+        )
 
     def announce_refused(self, refused: list[Buried]) -> None:
         """Runs the claim settled failed with JOB_KEY_BUSY (``when_busy="fail"``): the body never ran."""
@@ -254,19 +235,7 @@ class Settler:
             )
 
     def call_on_settled(self, hook: Any, outcome: Outcome) -> None:
-        async def call() -> None:
-            for attempt in range(1, ON_SETTLED_TRIES + 1):
-                try:
-                    value = hook(outcome)
-                    if asyncio.iscoroutine(value):
-                        await value
-                except Exception:
-                    log.exception("on_settled of %s failed (try %d of %d)", outcome.name, attempt, ON_SETTLED_TRIES)
-                    await asyncio.sleep(0.05 * attempt)
-                else:
-                    return
-
-        self.on_body_loop(call())
+        self.on_body_loop(on_settled(hook, outcome))
 
 
 def count(stats: WorkerStats, verdict: Verdict, landed: bool) -> None:

@@ -261,7 +261,9 @@ with states as (
     where j.state in ('ready', 'delayed', 'suspended')
     group by 1, 2, 3
     union all
-    select j.queue, j.name, j.state, count(*), min(j.run_at)
+    -- a running row whose lease lapsed counts apart ('lapsed'), with the earliest lapse as `at`
+    select j.queue, j.name, case when j.lease_expires_at < now() then 'lapsed' else 'running' end, count(*),
+           min(case when j.lease_expires_at < now() then j.lease_expires_at else j.run_at end)
     from {schema}.jobs as j
     where j.state = 'running'
     group by 1, 2, 3

@@ -19,7 +19,10 @@ A lapsed lease is a freed slot only once FLOW_CLAIM has locked its row (`freed`)
 lands first wins (its row is no longer lapsed when the lock is granted), one that comes after finds
 the claim counter moved (the row was re-claimed, buried or `revoked`) and renews nothing, so its
 worker cancels the run (JOB_SLOT_LOST) and it writes nothing. A lapsed row another statement holds
-locked right now is counted as held.
+locked right now is counted as held. `freed` also locks the lapsed leases on the claim's own queues
+under its own names that no cap counts (`lapsed_ours`), so a worker under flow control re-takes
+every lapsed job it may run, as the plain CLAIM does; a lapsed job no claim may take (a paused
+queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.rescue``).
 
 A job over any cap is not taken: it stays ready, its attempt unspent. Candidates are walked in
 claim order (`walk`, a recursive CTE over at most the claim's slots) and each is taken only when
@@ -71,13 +74,27 @@ with recursive gate as materialized (
        or j.queue = any(%(queue_cap_names)s::text[])
        or j.name = any(%(cap_names)s::text[])
        or j.name = any(%(key_names)s::text[])
+), lapsed_ours as (
+    -- lapsed leases this claim may re-take that no cap counts (so `running` does not read them):
+    -- per wanted queue, its names, oldest lapse first (jobs_running_lease_idx), up to its slots
+    select l.id
+    from wanted cross join lateral (
+        select j.id
+        from {schema}.jobs as j
+        where j.state = 'running' and j.lease_expires_at < now()
+          and j.queue = wanted.queue and j.name = any(%(names)s::text[])
+        order by j.lease_expires_at, j.id
+        limit wanted.slots
+    ) as l
 ), freed as materialized (
-    -- lapsed leases, locked: each is re-claimed, buried or revoked below, and frees its slots
+    -- lapsed leases, locked: each is re-claimed, buried or revoked below, and frees its slots.
+    -- The lock re-reads each row: one an earlier claim re-took since this statement's snapshot
+    -- has a live lease again and drops out.
     select j.id, j.name, j.queue, j.tenant, j.flow_key, j.priority, j.run_at, j.lease_expires_at,
            j.attempt >= j.max_attempts as exhausted,
            j.name = any(%(names)s::text[]) and exists (select 1 from wanted where wanted.queue = j.queue) as ours
     from {schema}.jobs as j
-    where j.id = any(array(select r.id from running as r where r.lapsed))
+    where j.id = any(array(select r.id from running as r where r.lapsed union select l.id from lapsed_ours as l))
       and j.state = 'running' and j.lease_expires_at < now()
     for update skip locked
 ), held as materialized (
@@ -287,6 +304,16 @@ with recursive gate as materialized (
         ) as j
         union all
         select min(held.lease_expires_at) from held where held.lease_expires_at > now()  -- a slot may free
+        union all
+        select min(l.at)  -- a lease no cap counts could lapse: this claim would re-take it
+        from wanted cross join lateral (
+            select j.lease_expires_at as at
+            from {schema}.jobs as j
+            where j.state = 'running' and j.lease_expires_at > now() and j.queue = wanted.queue
+              and j.name = any(%(names)s::text[])
+            order by j.lease_expires_at
+            limit 1
+        ) as l
         union all
         select min(s.oldest) + %(rate_per)s::float8 * interval '1 second'
         from starts as s where s.n >= %(rate_n)s::bigint

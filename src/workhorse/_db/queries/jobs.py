@@ -67,6 +67,8 @@ LAPSED_ERROR = """jsonb_build_object(
 
 # What every read of a whole job returns. A due 'delayed' or 'suspended' row is reported 'ready':
 # the claim treats them alike once run_at has passed, and so should a person reading the row.
+# `lease_lapsed`: a running row whose worker stopped renewing its lease, on the database's clock
+# (not yet re-taken by a claim nor rescued).
 JOB_COLUMNS = (
     """
     j.id::text as id, j.name, j.queue, j.tenant,
@@ -75,7 +77,8 @@ JOB_COLUMNS = (
     + """ as state,
     j.priority, j.payload, j.result, j.last_error, j.errors, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
-    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key, j.traceparent
+    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key, j.traceparent,
+    j.state = 'running' and j.lease_expires_at < now() as lease_lapsed
 """
 )
 
