@@ -5,15 +5,20 @@ Every entry point resolves its database URL the same way: an explicit argument, 
 
 Lifecycle:
 
-* **Home.** ``./.workhorse/`` (or ``WORKHORSE_HOME``) holds ``data/`` (the cluster), ``server.json``
-  (port and URL), ``postgres.log`` and ``lock``.
+* **Home.** ``WORKHORSE_HOME``, else the nearest ``.workhorse/`` in the current directory or above it
+  (as git finds ``.git``), else ``./.workhorse/`` (where a new one is made). It holds ``data/`` (the
+  cluster), ``server.json`` (port and URL), ``postgres.log`` and ``lock``.
+* **Made only when asked.** ``ensure_started(create=False)`` (and every read-only command of the
+  CLI, through ``creation(allowed=False)``) starts an existing cluster but never runs ``initdb``: a
+  home without one is ``EMBEDDED_NOT_FOUND``, naming the directories searched.
 * **First use.** ``ensure_started()`` takes the file lock, runs ``initdb`` (into a scratch directory
   renamed into place, so a half-made cluster is never mistaken for a real one), picks a free TCP
   port once, records it in ``server.json`` and starts the server with ``pg_ctl``.
 * **Reuse.** Later calls, from any process that resolves the same home, find the server accepting
   connections and return the same URL. The lock makes racing processes start it exactly once.
 * **Stop.** The server outlives the processes that started it; only ``stop()`` ends it. Nothing here
-  ever deletes the cluster.
+  ever deletes the cluster. A server kept away (below) whose home was removed is an orphan:
+  ``stop_orphans()`` (run by every ``workhorse db`` command) stops it.
 
 This is a development and test server: ``fsync``, ``synchronous_commit`` and ``full_page_writes`` are
 off, so a machine crash (not a process crash) can lose or corrupt its data. Point
@@ -52,12 +57,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,10 +97,61 @@ _NOT_RUN = shutil.ignore_patterns("include")  # headers: not needed to run a ser
 _Done = subprocess.CompletedProcess[str]
 
 
+HOME_NAME = ".workhorse"
+
+
 def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
-    """The embedded server's home: ``home``, else ``$WORKHORSE_HOME``, else ``./.workhorse``."""
-    raw = home if home is not None else os.environ.get(ENV_HOME) or Path.cwd() / ".workhorse"
-    return Path(raw).expanduser().resolve()
+    """The embedded server's home: ``home``, else ``$WORKHORSE_HOME``, else the nearest
+    ``.workhorse`` directory in the current directory or one above it, else ``./.workhorse``."""
+    raw = home if home is not None else os.environ.get(ENV_HOME)
+    if raw:
+        return Path(raw).expanduser().resolve()
+    found, searched = _search_upward(Path.cwd().resolve())
+    return found if found is not None else searched[0]
+
+
+def _search_upward(start: Path) -> tuple[Path | None, list[Path]]:
+    """The nearest ``.workhorse`` directory at ``start`` or above (git's rule for ``.git``), and
+    every place looked at, nearest first."""
+    searched = []
+    for directory in (start, *start.parents):
+        candidate = directory / HOME_NAME
+        searched.append(candidate)
+        if candidate.is_dir():
+            return candidate, searched
+    return None, searched
+
+
+# Whether ensure_started may run initdb: the CLI's read-only commands refuse to (creation(False)).
+_create_allowed: ContextVar[bool] = ContextVar("workhorse_embedded_create", default=True)
+
+
+@contextlib.contextmanager
+def creation(*, allowed: bool) -> Iterator[None]:
+    """Within the block, whether starting the embedded server may create its cluster (``initdb``);
+    when not, a home without one is refused with ``EMBEDDED_NOT_FOUND``. Only ``migrate``,
+    ``demo`` and ``db start`` of the command line allow it; a library ``App()`` does by default."""
+    token = _create_allowed.set(allowed)
+    try:
+        yield
+    finally:
+        _create_allowed.reset(token)
+
+
+def _not_found(h: Path, home: str | os.PathLike[str] | None) -> EmbeddedServerError:
+    if home is None and not os.environ.get(ENV_HOME):
+        _, searched = _search_upward(Path.cwd().resolve())
+        where = f"no {HOME_NAME} directory with a database in {searched[0].parent} or any directory above it"
+        if h.is_dir():
+            where = f"{h} holds no database yet (searched upward from {searched[0].parent})"
+    else:
+        where = f"{h} (from {'the home given' if home is not None else ENV_HOME}) holds no database yet"
+    return EmbeddedServerError(
+        cause=f"no embedded PostgreSQL: {where}; this command reads a database and does not create one",
+        fix=f"cd to your project (where `workhorse migrate` made {HOME_NAME}), or create one here: "
+        f"workhorse migrate; or set {ENV_URL}=postgresql://user@host:5432/dbname",
+        code="EMBEDDED_NOT_FOUND",
+    )
 
 
 def find_binaries(*, copy_away: bool = False) -> Path:
@@ -138,12 +197,13 @@ def find_binaries(*, copy_away: bool = False) -> Path:
 
 def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike[str] | None = None) -> str:
     """The explicit URL, else ``$WORKHORSE_DATABASE_URL``, else the embedded server (started if
-    needed). The first time a process falls back to the embedded server it says so on stderr, once:
-    a shell without the variable must never write to another database unknowingly."""
+    needed; created too unless within ``creation(allowed=False)``). The first time a process falls
+    back to the embedded server it says so on stderr, once: a shell without the variable must never
+    write to another database unknowingly."""
     url = explicit or os.environ.get(ENV_URL)
     if url:
         return url
-    url = ensure_started(home)
+    url = ensure_started(home, create=_create_allowed.get())
     where = home_dir(home)
     if where not in _announced:
         _announced.add(where)
@@ -160,13 +220,17 @@ def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike
 _announced: set[Path] = set()  # the homes this process has said it uses
 
 
-def ensure_started(home: str | os.PathLike[str] | None = None) -> str:
-    """Start the home's server unless it already runs (initialising it on first use); return its URL."""
+def ensure_started(home: str | os.PathLike[str] | None = None, *, create: bool = True) -> str:
+    """Start the home's server unless it already runs (initialising it on first use, unless
+    ``create`` is false: then a home without a cluster is ``EMBEDDED_NOT_FOUND``); return its URL."""
     h = home_dir(home)
     info = _read_info(h)
     user = _server_user()
-    if info is not None and (place := _existing(h, user)) is not None and _serving(info["port"], place / "data"):
+    place = _existing(h, user)
+    if info is not None and place is not None and _serving(info["port"], place / "data"):
         return _url(info["port"])
+    if place is None and not create:
+        raise _not_found(h, home)
     h.mkdir(parents=True, exist_ok=True)
     with _locked(h):
         info = _read_info(h)  # another process may have started it while we waited
@@ -251,6 +315,49 @@ def status(home: str | os.PathLike[str] | None = None) -> dict[str, object]:
     url = _url(port) if port is not None else None
     shown = str(data) if data is not None else None
     return {"home": str(h), "running": running, "url": url, "port": port, "binaries": binaries, "data": shown}
+
+
+def orphans() -> list[dict[str, object]]:
+    """The clusters kept away (``AWAY_ROOT/<hash>/``) whose home no longer exists: its ``home``
+    file names a directory that is gone (a clone deleted after ``make test``). Each: ``home``,
+    ``data``, ``running`` (its postmaster's pid, or None) and ``remove`` (the command that deletes it)."""
+    found: list[dict[str, object]] = []
+    try:
+        places = sorted(p for p in AWAY_ROOT.iterdir() if not p.name.startswith(("pginstall-", ".")))
+    except OSError:  # none kept away, or not ours to list (only root keeps clusters away)
+        return found
+    for place in places:
+        try:
+            home = Path(os.fsdecode((place / "home").read_bytes().rstrip(b"\n")))
+        except OSError:
+            continue
+        data = place / "data"
+        if home.exists() or not data.is_dir():
+            continue
+        pid = _recorded_pid(data)
+        running = pid if pid is not None and _is_postmaster(pid, data) else None
+        found.append({"home": str(home), "data": str(data), "running": running, "remove": f"rm -r {place}"})
+    return found
+
+
+def stop_orphans(*, wait: float = 60.0) -> list[dict[str, object]]:
+    """Stop the running servers of ``orphans()`` (a fast shutdown: SIGINT to the postmaster, as
+    ``pg_ctl stop -m fast`` sends; their binaries were named in the removed home). Their data is
+    kept. Answers every orphan, each with ``stopped``: whether this call stopped it."""
+    found = orphans()
+    for orphan in found:
+        pid, data = orphan["running"], Path(str(orphan["data"]))
+        orphan["stopped"] = False
+        if not isinstance(pid, int):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + wait
+        while _is_postmaster(pid, data) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        orphan["stopped"] = not _is_postmaster(pid, data)
+        orphan["running"] = None if orphan["stopped"] else pid
+    return found
 
 
 def _major_minor(bin_dir: Path) -> list[int]:

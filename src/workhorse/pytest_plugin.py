@@ -12,10 +12,15 @@ Fixtures:
 
 A ``conftest.py`` fixture of the same name wins over these (pytest's usual rule), so a project with
 its own ``app`` fixture keeps it and can still use ``workhorse_app``.
+
+A test session that started the embedded server (``pg_app`` without ``WORKHORSE_DATABASE_URL``)
+stops it when it ends (with pytest-xdist, the controller does, after every worker finished); a
+server that was already running is left running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,6 +36,36 @@ INI = "workhorse_app"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(INI, "module:attribute of the App the workhorse fixtures `app` and `pg_app` switch (optional)")
+
+
+_RUNNING_AT_START = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _embedded_in_use(session.config):
+        from workhorse import embedded
+        from workhorse.errors import WorkhorseError
+
+        with contextlib.suppress(WorkhorseError):  # no server user (root): nothing could start one
+            session.config.stash[_RUNNING_AT_START] = bool(embedded.status()["running"])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the embedded server this session started: a test run leaves no server behind."""
+    if _embedded_in_use(session.config) and session.config.stash.get(_RUNNING_AT_START, True) is False:
+        from workhorse import embedded
+
+        embedded.stop()
+
+
+def _embedded_in_use(config: pytest.Config) -> bool:
+    """Whether a session may fall back to the embedded server, and this process is the one that
+    sees the session whole (not a pytest-xdist worker, whose siblings may still use the server)."""
+    import os
+
+    from workhorse.embedded import ENV_URL
+
+    return not os.environ.get(ENV_URL) and not hasattr(config, "workerinput")
 
 
 @pytest.fixture

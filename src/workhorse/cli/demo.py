@@ -8,6 +8,7 @@ from typing import cast
 
 import click
 
+from workhorse import embedded
 from workhorse.cli.main import State, pass_state
 
 
@@ -27,4 +28,6 @@ def demo(ctx: click.Context, state: State) -> None:
     # Imported here: the demo pulls in its own jobs and display, which no other command needs.
     module = importlib.import_module("workhorse.demo")
     run = cast(Callable[[str | None], int], module.main)
-    ctx.exit(run(state.database_url))
+    with embedded.creation(allowed=True):  # a first run makes the embedded database
+        code = run(state.database_url)
+    ctx.exit(code)
