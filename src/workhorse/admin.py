@@ -50,6 +50,7 @@ from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
+from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.scheduler.report import TasksReport, tasks_report
@@ -83,6 +84,12 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]
 MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
 MIN_ID_PREFIX = 4  # hex digits an id prefix needs to stand for a job (show, cancel, requeue, ...)
 AMBIGUOUS_SHOWN = 5  # candidates a JOB_ID_AMBIGUOUS refusal names
+
+
+def _ids(jobs: builtins.list[Job]) -> str:
+    """The whole ids of the jobs a spelling matched (AMBIGUOUS_SHOWN of them, "and more" after)."""
+    more = " and more" if len(jobs) > AMBIGUOUS_SHOWN else ""
+    return ", ".join(j.id for j in jobs[:AMBIGUOUS_SHOWN]) + more
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,7 @@ class Admin:
         name: str | None = None,
         tenant: str | None = None,
         id_prefix: str | None = None,
+        name_part: str | None = None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
         limit: int = DEFAULT_PAGE,
@@ -188,7 +196,9 @@ class Admin:
         before: str | None = None,
     ) -> Page:
         """One page of jobs, newest first. Follow ``page.next`` with ``after=``, ``page.prev`` with
-        ``before=``."""
+        ``before=``. ``name`` is one name exactly; ``name_part`` that name or the last dotted part
+        of one (``send_receipt`` finds ``shop.jobs.send_receipt``), as ``workhorse ls --name`` reads
+        a name without a dot."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ConfigurationError(
                 code="PAGE_LIMIT_INVALID",
@@ -225,6 +235,7 @@ class Admin:
             state=state,
             tenant=tenant,
             id_prefix=prefix,
+            name_part=name_part,
             created_from=created_from,
             created_to=created_to,
         )
@@ -234,25 +245,36 @@ class Admin:
         return await self._driver.get_job(job_id)
 
     async def resolve(self, job_id: str) -> str:
-        """A job's id from a person's spelling of it: a whole id as it is, or a unique prefix of
-        at least MIN_ID_PREFIX hexadecimal digits (dashes ignored) as the id it starts. A prefix
-        no job has is JOB_NOT_FOUND; one several jobs share is JOB_ID_AMBIGUOUS, naming them.
-        Anything else is passed on as it is (the verb then answers JOB_NOT_FOUND)."""
+        """A job's id from a person's spelling of it: a whole id as it is; its short form
+        (``workhorse.ids.short_id``: the last SHORT_ID_DIGITS hex digits, as ``ls`` prints it) as
+        the job that ends so; else a unique prefix of at least MIN_ID_PREFIX hexadecimal digits
+        (dashes ignored) as the id it starts. A short form or prefix no job has is JOB_NOT_FOUND;
+        one several jobs share is JOB_ID_AMBIGUOUS, naming them. Anything else is passed on as it
+        is (the verb then answers JOB_NOT_FOUND)."""
         if not isinstance(job_id, str) or _UUID.fullmatch(job_id):
             return job_id
         prefix = job_id.replace("-", "").lower()
         if len(prefix) < MIN_ID_PREFIX or not _HEX.fullmatch(prefix):
             return job_id
+        if len(job_id) == SHORT_ID_DIGITS:  # a short form first; only a tail no job has is a prefix
+            page = await self._driver.list_jobs(ListFilter(short_id=prefix), limit=AMBIGUOUS_SHOWN + 1)
+            if len(page.jobs) == 1:
+                return page.jobs[0].id
+            if page.jobs:
+                raise ConfigurationError(
+                    code="JOB_ID_AMBIGUOUS",
+                    cause=f"the short id {job_id!r} ends more than one job: {_ids(page.jobs)}",
+                    fix="give the whole id: workhorse ls --json   # shows every job's whole id",
+                )
         page = await self._driver.list_jobs(ListFilter(id_prefix=prefix), limit=AMBIGUOUS_SHOWN + 1)
         if not page.jobs:
             raise JobNotFoundError(job_id)
         if len(page.jobs) > 1:
-            shown = ", ".join(j.id for j in page.jobs[:AMBIGUOUS_SHOWN])
-            more = " and more" if len(page.jobs) > AMBIGUOUS_SHOWN else ""
             raise ConfigurationError(
                 code="JOB_ID_AMBIGUOUS",
-                cause=f"the id prefix {job_id!r} starts more than one job: {shown}{more}",
-                fix="give more of the id (or all of it): workhorse ls --id-prefix " + prefix,
+                cause=f"the id prefix {job_id!r} starts more than one job: {_ids(page.jobs)}",
+                fix=f"give the short id that `workhorse ls` prints (the last {SHORT_ID_DIGITS} digits), more "
+                f"of the id, or all of it: workhorse ls --id-prefix {prefix}",
             )
         return page.jobs[0].id
 

@@ -28,6 +28,7 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import FINISHED_STATES, Job
 from workhorse.drivers.direct import drop_schema
 from workhorse.errors import TerminalError, WorkhorseError
+from workhorse.ids import short_id
 from workhorse.retry import Retry
 from workhorse.worker import Worker, WorkerStats
 
@@ -105,7 +106,7 @@ async def enqueue_all(app: App, console: Console) -> None:
     welcome = app.jobs["send_welcome"]
     for _ in range(2):
         ref = await welcome.enqueue({"org": "org-1", "user": 7}, key="welcome:7")
-        console.print(f"enqueued send_welcome key='welcome:7': duplicate={ref.duplicate} id={ref.id[-12:]}")
+        console.print(f"enqueued send_welcome key='welcome:7': duplicate={ref.duplicate} id={short_id(ref.id)}")
     console.print("  (same key while the first is live: nothing inserted, the same job returned)")
     await app.jobs["sync_crm"].enqueue({"org": "org-2", "account": 42})
     await app.jobs["charge_card"].enqueue({"org": "org-0", "amount_cents": 4_999})
@@ -222,7 +223,7 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
     )
 
     dead = next((j for j in jobs if j.state == "dead"), None)
-    console.print(WHAT_YOU_SAW.format(schema=schema, dead_id=dead.id if dead else "?"))
+    console.print(WHAT_YOU_SAW.format(schema=schema, dead_id=short_id(dead.id) if dead else "?"))
 
     problems = []
     for name, (count, state, attempt) in EXPECTED.items():

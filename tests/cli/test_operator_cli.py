@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from clikit import UNKNOWN_ID, as_json, human, invoke, refused, refused_human
 
 from workhorse.cli import cli
+from workhorse.ids import short_id
 
 
 def work(queue: str) -> None:
@@ -323,7 +324,7 @@ def test_one_job_verbs_still_take_an_id(database_url: str, schema: str, cliapp: 
     requeued = invoke(database_url, schema, "requeue", dead, "--json")
     assert as_json(requeued)["state"] == "ready"
     cancelled = human(schema, "cancel", dead)
-    assert cancelled.stdout.startswith(f"cancelled {dead} (cli.boom)")
+    assert cancelled.stdout.startswith(f"cancelled {short_id(dead)} (cli.boom)")
     removed = invoke(database_url, schema, "rm", dead, "--json")
     assert as_json(removed)["removed"]["id"] == dead
     refused(invoke(database_url, schema, "promote", dead, "--json"), "JOB_NOT_FOUND")

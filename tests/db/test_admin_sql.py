@@ -154,7 +154,7 @@ async def test_the_list_page_is_a_primary_key_scan_at_scale(pg_app: App, databas
     assert time.monotonic() - started < 2.0
 
 
-async def test_the_id_prefix_filter_uses_the_primary_key(pg_app: App, database_url: str) -> None:
+async def test_the_id_prefix_and_short_id_filters_use_their_indexes(pg_app: App, database_url: str) -> None:
     schema = pg_app.schema
     with connect(database_url) as conn:
         fill(conn, schema, ROWS)
@@ -175,6 +175,16 @@ async def test_the_id_prefix_filter_uses_the_primary_key(pg_app: App, database_u
     page = await pg_app.admin.list(id_prefix=prefix)
     assert [j.id for j in page.jobs] == [some]
     assert [j.id for j in (await pg_app.admin.list(id_prefix=some.upper())).jobs] == [some]
+
+    # Issue 29: the short id (the last 12 digits) is looked up in jobs_short_id_idx (migration 018)
+    with connect(database_url) as conn:
+        params = {"short_id": some[-12:], "limit": 6}
+        for generic in (False, True):
+            plan = explain(conn, schema, admin_sql.list_page(["short_id"], backwards=False), params, generic=generic)
+            assert "jobs_short_id_idx" in plan and "Seq Scan" not in plan, (generic, plan)
+    started = time.monotonic()
+    assert await pg_app.admin.resolve(some[-12:]) == some
+    assert time.monotonic() - started < 2.0  # generous: an index probe, not a pass over every row
 
 
 async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, database_url: str) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,9 +135,10 @@ def test_the_next_db_command_stops_the_server_of_a_removed_home(monkeypatch: pyt
     locked = Path(tempfile.mkdtemp(prefix="workhorse-clone-"))  # 0700, as mktemp -d makes it
     h = locked / "c" / ".workhorse"
     away = embedded._away(h)
+    data = away / "data"
+    pid = 0
     try:
         embedded.ensure_started(h)
-        data = away / "data"
         pid = int((data / "postmaster.pid").read_text().split()[0])
         shutil.rmtree(locked)  # the clone is deleted; its server runs on
         assert embedded._is_postmaster(pid, data)
@@ -155,7 +158,11 @@ def test_the_next_db_command_stops_the_server_of_a_removed_home(monkeypatch: pyt
         assert f"{h} is gone; its server: stopped; its data: {data} (delete: rm -r {away})" in result.stdout
         assert "every `workhorse db` command stops them" in result.stdout
     finally:
-        embedded.stop_orphans()
+        if pid and embedded._is_postmaster(pid, data):  # whatever failed above, no server is left behind
+            os.kill(pid, signal.SIGINT)
+            deadline = time.monotonic() + 30
+            while embedded._is_postmaster(pid, data) and time.monotonic() < deadline:
+                time.sleep(0.05)
         shutil.rmtree(away, ignore_errors=True)
         shutil.rmtree(locked, ignore_errors=True)
 

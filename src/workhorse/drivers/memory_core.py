@@ -152,9 +152,11 @@ class _Row:
         """LIST_PAGE's filters: each optional, ``state`` compared as reported."""
         return (
             (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
+            and (f.name_part is None or self.name == f.name_part or self.name.endswith("." + f.name_part))
             and (f.tenant is None or self.tenant == f.tenant)
             and (f.state is None or self.reported_state(now) == f.state)
             and (f.id_prefix is None or self.id.replace("-", "").startswith(f.id_prefix))
+            and (f.short_id is None or self.id.endswith(f.short_id))
             and (f.created_from is None or self.created_at >= f.created_from)
             and (f.created_to is None or self.created_at < f.created_to)
         )  # fmt: skip

@@ -107,6 +107,7 @@ class PostgresOperate(PostgresCore):
             "state": filters.state,
             "created_from": filters.created_from,
             "created_to": filters.created_to,
+            "short_id": filters.short_id,
             "after": after,
             "before": before,
             "limit": limit,
@@ -115,6 +116,10 @@ class PostgresOperate(PostgresCore):
         if filters.id_prefix is not None:
             params["id_low"], params["id_high"] = _id_range(filters.id_prefix)
             given.append("id_prefix")
+        if filters.name_part is not None:
+            escaped = filters.name_part.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            params["name_part"], params["name_like"] = filters.name_part, "%." + escaped
+            given.append("name_part")
         cursor, which = (before, "before") if before is not None else (after, "after")
         if cursor is not None and not _is_uuid(cursor):
             raise refusals.bad_cursor(cursor, which=which)

@@ -434,14 +434,18 @@ def shown_step(
 @dataclass(frozen=True)
 class ListFilter:
     """What ``list`` narrows by; None means any. ``state`` is the REPORTED state (a due delayed or
-    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits).
-    ``created_from`` is inclusive, ``created_to`` exclusive."""
+    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits);
+    ``short_id`` the last 12 lowercase hex digits of an id (``workhorse.ids.short_id``).
+    ``name_part``: that name, or the last dotted part of a name (``send_receipt`` matches
+    ``shop.jobs.send_receipt``). ``created_from`` is inclusive, ``created_to`` exclusive."""
 
     queue: str | None = None
     name: str | None = None
+    name_part: str | None = None
     state: str | None = None
     tenant: str | None = None
     id_prefix: str | None = None
+    short_id: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
 

@@ -28,13 +28,20 @@ from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WA
 LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
 
 # Filter name -> condition. `id_prefix` is an inclusive uuid range (the prefix padded with 0s and
-# with fs), which the primary key serves. The created_* window is a filter on the walk, not a range.
+# with fs), which the primary key serves; `short_id` the last 12 digits, which jobs_short_id_idx
+# serves. The created_* window is a filter on the walk, not a range.
 LIST_FILTERS: dict[str, str] = {
     "queue": "j.queue = %(queue)s",
     "name": "j.name = %(name)s",
+    # `ls --name send_receipt`: that name, or the last dotted part of a module-qualified one
+    # (`shop.jobs.send_receipt`); `name_like` is '%.' and the LIKE-escaped name. A filter on the
+    # same primary-key walk as `name` (no index on name), so it costs what an exact name does.
+    "name_part": "(j.name = %(name_part)s or j.name like %(name_like)s)",
     "tenant": "j.tenant = %(tenant)s",
     "state": REPORTED_STATE + " = %(state)s",
     "id_prefix": "j.id between %(id_low)s::uuid and %(id_high)s::uuid",
+    # A short id (workhorse.ids.short_id): the expression jobs_short_id_idx (migration 018) indexes.
+    "short_id": "right(j.id::text, 12) = %(short_id)s::text",
     "created_from": "j.created_at >= %(created_from)s::timestamptz",
     "created_to": "j.created_at < %(created_to)s::timestamptz",
     # Older than the cursor: read forwards (newest first). Newer than it: read backwards (oldest
