@@ -5,7 +5,10 @@ Fixtures:
 - ``app``: an App on the memory driver, with a movable clock (``workhorse.testing.drain`` moves
   it). With ``workhorse_app = myproject.jobs:app`` in your pytest ini (or your own
   ``workhorse_app`` fixture answering your App), it is YOUR app, switched to a fresh memory driver
-  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``.
+  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``. Any
+  other App that would reach a real database meanwhile is refused (``TEST_APP_UNBOUND``, naming
+  the ini line that fixes it): it is not bound automatically, since the test holds the fixture's
+  App, and enqueueing through the other one would not be seen there.
 - ``pg_app``: the same app (or a fresh one) on a fresh schema of a real PostgreSQL
   (``WORKHORSE_DATABASE_URL``, else the embedded server), migrated, dropped after the test.
 - ``workhorse_clock``: the ``Clock`` of ``app``'s memory driver.
@@ -86,18 +89,21 @@ def workhorse_clock(app: App) -> Clock:
     return clock_of(app)
 
 
+# The Apps a test may let reach a database while the `app` fixture guards it (pg_app adds its own).
+_ALLOWED: set[App] = set()
+
+
 @pytest.fixture
 def app(workhorse_app: App | None) -> Iterator[App]:
+    """An App on the memory driver. While the test runs, any other App that would reach a real
+    database (a job handle of your module's App, when ``workhorse_app`` is not set) is refused with
+    ``TEST_APP_UNBOUND``, saying how to name it (``workhorse.testing.database_guard``)."""
     from workhorse.app import App
-    from workhorse.testing import memory
+    from workhorse.testing import database_guard, memory
 
-    if workhorse_app is None:
-        fresh = App(driver="memory")
-        with memory(fresh):
-            yield fresh
-        return
-    with memory(workhorse_app):
-        yield workhorse_app
+    target = workhorse_app if workhorse_app is not None else App(driver="memory")
+    with memory(target), database_guard(_ALLOWED):
+        yield target
 
 
 @pytest.fixture
@@ -110,10 +116,12 @@ def pg_app(workhorse_app: App | None) -> Iterator[App]:
     schema = f"wh_test_{uuid.uuid4().hex[:12]}"
     target = workhorse_app if workhorse_app is not None else App(url, schema=schema)
     saved = _point(target, url, schema)
+    _ALLOWED.add(target)
     try:
         target.migrate_sync()
         yield target
     finally:
+        _ALLOWED.discard(target)
         _restore(target, saved)
         drop_schema(url, schema)
 
