@@ -269,7 +269,6 @@ async def _next_due(app: App) -> datetime | None:
     return min(times) if times else None
 
 
-
 @contextlib.contextmanager
 def database_guard(allowed: set[App]) -> Iterator[None]:
     """Within the block, an App not in ``allowed`` that would reach a database (not on the memory
@@ -312,6 +311,7 @@ def _declared_at(app: App) -> str | None:
         if found is not None:
             return f"{name}:{found}"
     return None
+
 
 @contextlib.contextmanager
 def memory(app: App, *, clock: Clock | None = None) -> Iterator[Clock]:
