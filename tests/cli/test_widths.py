@@ -169,6 +169,28 @@ def test_show_of_a_steps_job_keeps_the_step_names(widthapp: ModuleType, width: i
     shown = render(width, "show", ids["steps"])
     assert one_line_with(shown, "load-the-customer-ledger", "done")
     assert one_line_with(shown, "cool-off-before-sending", "sleeping")
+    assert one_line_with(shown, "attempt", "0 of 5", "(ran once;")  # suspended: it did run
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_show_says_when_which_worker_and_why_a_drain_handed_a_job_back(widthapp: ModuleType, width: int) -> None:
+    async def drained() -> str:
+        ref = await widthapp.longrun.enqueue(None)
+        worker = widthapp.app.worker(queues=["slow"], drain_timeout="30s", handle_signals=False)
+        task = asyncio.create_task(worker.run())
+        while (job := await widthapp.app.get_job(ref.id)) is None or job.progress is None:
+            await asyncio.sleep(0.05)
+        await worker.stop()
+        await task
+        await widthapp.app.close()
+        return str(ref.id)
+
+    job_id = asyncio.run(drained())
+    text = " ".join(line.strip(" │") for line in render(width, "show", job_id))
+    assert "handed back" in text and "by worker w-" in text and "attempt 1:" in text
+    assert "its worker drained and the body handed itself back (ctx.hand_back())" in text
+    assert "0 of 5  (ran once; a suspension or hand-back spends no attempt)" in text
+    assert "3/10 section 3 of 10" in text and "before the hand-back" in text
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -5,6 +5,7 @@ and a quick one whose completions make the rates."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from workhorse import App, JobContext, TerminalError
@@ -41,3 +42,11 @@ async def capped(ctx: JobContext, payload: int) -> None:
 @app.job(name="reports.quick", queue="batch", tenant="none")
 async def quick(ctx: JobContext, payload: int) -> None:
     return None
+
+
+@app.job(name="reports.longrun", queue="slow", tenant="none")
+async def longrun(ctx: JobContext, payload: None) -> None:
+    ctx.progress((3, 10), "section 3 of 10")
+    while not ctx.draining:
+        await asyncio.sleep(0.01)
+    ctx.hand_back()

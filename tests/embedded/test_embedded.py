@@ -481,6 +481,14 @@ def test_demo_runs_as_root_from_an_untraversable_directory() -> None:
         assert f"its data kept in {embedded._away(h) / 'data'}" in done.stderr  # it says where
         assert embedded.status(h)["running"] is False  # the demo stops the server it started
         assert mode(cwd) == 0o700
+        # the first command it suggests shows its dead job (issue 29), from the same directory
+        advice = "workhorse --schema workhorse_demo ls --state dead"
+        assert advice in done.stdout
+        listed = subprocess.run(
+            [*command, *advice.split()[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert "charge_card" in listed.stdout and "dead" in listed.stdout
     finally:
         forget(h)
         shutil.rmtree(cwd)

@@ -305,7 +305,12 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
         grid.add_row("held back", Text("\n".join(waiting), style="yellow"))
     elif waiting is None and job.state == "ready":
         grid.add_row("held back", Text(CAPS_UNKNOWN, style="dim"))
-    grid.add_row("attempt", f"{job.attempt} of {job.max_attempts}")
+    grid.add_row("attempt", Text.assemble(f"{job.attempt} of {job.max_attempts}", (ran_note(job), "dim")))
+    handed = job.handed_back
+    if handed:  # a drain's hand-back (or ctx.hand_back()): when, by whom, why; the attempt unspent
+        at = _when(handed.get("at"))
+        who = f" by worker {handed.get('worker')}" if handed.get("worker") else ""
+        grid.add_row("handed back", f"{when(at)}{who}, attempt {handed.get('attempt', '?')}: {handed.get('reason')}")
     grid.add_row("tenant", job.tenant or "-")
     grid.add_row("priority", str(job.priority))
     if job.key is not None:
@@ -324,6 +329,8 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
     if job.progress is not None:
         reported = _when(job.progress.get("at"))
         tail = "" if reported is None else f"  (reported {ago(reported, now)})"
+        if handed and job.state in ("ready", "delayed"):
+            tail += ", before the hand-back"
         grid.add_row("progress", progress_line(job.progress) + tail)
     if not job.steps:
         grid.add_row("steps", Text("none", style="dim"))
@@ -346,6 +353,15 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
         if trace:
             parts.append(Text(str(trace).rstrip(), style="dim"))
     return Panel(Group(*parts), title=Text(job.name, style="bold"), title_align="left", expand=False)
+
+
+def ran_note(job: Job) -> str:
+    """For a job claimed more times than it spent attempts (suspended by a step, handed back by a
+    drain), how often it ran: "attempt 0 of 5" alone would read as never run."""
+    if job.claims <= job.attempt:
+        return ""
+    times = "once" if job.claims == 1 else f"{job.claims} times"
+    return f"  (ran {times}; a suspension or hand-back spends no attempt)"
 
 
 def errors_table(errors: list[dict[str, Any]], now: datetime) -> Table:

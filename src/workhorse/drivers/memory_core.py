@@ -135,6 +135,7 @@ class _Row:
     finished_at: datetime | None = None
     flow_key: str | None = None  # the Concurrency(key=) key answered at enqueue
     traceparent: str | None = None  # stamped at enqueue (workhorse.tracing)
+    handed_back: dict[str, Any] | None = None  # SETTLE_MANY's 'interrupted': {at, worker, reason, attempt}
 
     def slot(self) -> _KeySlot | None:
         """This row's place in ``jobs_live_key_idx`` (the key counts only while the row is live)."""
@@ -185,6 +186,7 @@ class _Row:
             lease_expires_at=self.lease_expires_at, run_at=self.run_at, created_at=self.created_at,
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
             errors=_load(self.errors) or [], flow_key=self.flow_key, traceparent=self.traceparent,
+            handed_back=None if self.handed_back is None else dict(self.handed_back),
         )  # fmt: skip
 
     def bury(self, now: datetime) -> Buried:

@@ -71,6 +71,7 @@ def _job(row: dict[str, Any]) -> Job:
         updated_at=row["updated_at"],
         flow_key=row.get("flow_key"),
         traceparent=row.get("traceparent"),
+        handed_back=row.get("handed_back"),
     )
 
 

@@ -87,6 +87,8 @@ class Job:
     errors: list[dict[str, Any]] = field(default_factory=list)
     flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
     traceparent: str | None = None  # the W3C traceparent stamped at enqueue or staging, if any
+    # Its last hand-back, unspent (a drain, ctx.hand_back()): {at, worker, reason, attempt}; None: never.
+    handed_back: dict[str, Any] | None = None
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -117,6 +119,7 @@ class Job:
             "finished_at": iso(self.finished_at),
             "lease_expires_at": iso(self.lease_expires_at),
             "traceparent": self.traceparent,
+            "handed_back": self.handed_back,
         }
         if with_steps:
             out["steps"] = list(self.steps)
@@ -334,6 +337,7 @@ class Settlement:
     error: str | None = None  # JSON text {type, message, traceback}
     delay: float = 0.0  # seconds until the retry is due
     progress: str | None = None  # JSON text: a progress report not yet written, flushed by the settle
+    reason: str | None = None  # "interrupted": why it was handed back (kept in jobs.handed_back)
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ class Settler:
             error=verdict.error,
             delay=verdict.delay,
             progress=held.run.ctx._progress_latest,
+            reason=verdict.reason,
         )
 
     def announce(self, held: Held, verdict: Verdict) -> None:
