@@ -16,7 +16,12 @@ POST = {"origin": ORIGIN}
 
 
 def ids_on(html: str) -> list[str]:
-    return re.findall(r'<td class="left mono"><a href="/jobs/([0-9a-f-]{36})">', html)
+    """The whole ids the rows link to; each row shows the short id (issue 29)."""
+    found = re.findall(
+        r'<td class="left mono"><a href="/jobs/([0-9a-f-]{36})" title="[0-9a-f-]{36}">([0-9a-f]{12})</a>', html
+    )
+    assert all(whole.endswith(short) for whole, short in found)
+    return [whole for whole, _ in found]
 
 
 async def test_one_job_shows_its_steps_wait_progress_and_errors(pg_app: App) -> None:

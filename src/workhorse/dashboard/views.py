@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from workhorse.drivers.base import ALL_STATES, BULK_STATES, FINISHED_STATES, LIVE_STATES, Job
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
@@ -104,6 +106,12 @@ def progress_fraction(progress: Mapping[str, Any] | None) -> float | None:
     if isinstance(fraction, int | float) and not isinstance(fraction, bool):
         return max(0.0, min(1.0, float(fraction)))
     return None
+
+
+def breakable(name: str) -> Markup:
+    """A job name, escaped, with a line-break opportunity after each dot and underscore
+    (``<wbr>``): a long module-qualified name wraps between its parts, never inside a word."""
+    return escape(name).replace(".", Markup(".<wbr>")).replace("_", Markup("_<wbr>"))
 
 
 def error_line(error: Mapping[str, Any] | None) -> str:

@@ -40,6 +40,7 @@ from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefus
 from workhorse.dashboard.views import (
     OVERVIEW_STATES,
     ago,
+    breakable,
     bulk_verbs,
     error_line,
     job_filters,
@@ -62,6 +63,7 @@ from workhorse.errors import (
     SchemaError,
     WorkhorseError,
 )
+from workhorse.ids import short_id
 
 HERE = Path(__file__).parent
 STATIC = {  # the only files served: vendored, written here, nothing from a CDN
@@ -377,6 +379,8 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         when=when_text,
         error_line=error_line,
         progress_line=progress_line,
+        short_id=short_id,
+        breakable=breakable,
     )
     dashboard = Dashboard(app, Guard(token), bool(read_only), float(refresh_seconds), templates)
     act = Actions(dashboard)
@@ -387,6 +391,7 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         Route("/jobs/{job_id}", dashboard.job, name="job"),
         Route("/jobs/{job_id}/{verb}", act.job, methods=["POST"], name="job_action"),
         Route("/bulk/{verb}", act.bulk, methods=["POST"], name="bulk_action"),
+        Route("/bulk/{verb}/count", act.bulk_count, name="bulk_count"),
         Route("/queues/{verb}", act.queue, methods=["POST"], name="queue_action"),
         Route("/workers", dashboard.workers, name="workers"),
         Route("/tasks", dashboard.tasks, name="tasks"),
