@@ -6,7 +6,8 @@ same code, cause and fix, and a refused call changes nothing:
 
 ====================  ==========================================================================
 ``list``              keyset pages, newest first; filters queue, name, state, tenant, id prefix,
-                      created from/to; ``limit`` 1..200 (100 by default)
+                      created from/to; searches payload (a JSON object it contains) and error
+                      (text), on a walk bounded per page; ``limit`` 1..200 (100 by default)
 ``get``               one job with its steps, its attempts' errors and its progress
 ``cancel`` ...        the one-job verbs: ``cancel``, ``requeue``, ``promote``, ``remove``
 ``requeue_many`` ...  the bulk verbs over a state (and queue/name/tenant): at most 1,000 rows a
@@ -54,6 +55,7 @@ from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.scheduler.report import TasksReport, tasks_report
+from workhorse.search import checked_error, checked_payload
 from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
@@ -191,6 +193,8 @@ class Admin:
         name_part: str | None = None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
+        payload: Mapping[str, Any] | None = None,
+        error: str | None = None,
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
         before: str | None = None,
@@ -198,7 +202,12 @@ class Admin:
         """One page of jobs, newest first. Follow ``page.next`` with ``after=``, ``page.prev`` with
         ``before=``. ``name`` is one name exactly; ``name_part`` that name or the last dotted part
         of one (``send_receipt`` finds ``shop.jobs.send_receipt``), as ``workhorse ls --name`` reads
-        a name without a dot."""
+        a name without a dot.
+
+        ``payload`` (a JSON object the payload contains: ``{"order": 42}``) and ``error`` (text
+        the last error's type or message contains, any case) search: each page examines at most
+        SEARCH_SCAN rows past its cursor (``page.scanned``), and ``page.next`` goes on from the
+        last one examined, so a search costs the same per page at any table size."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ConfigurationError(
                 code="PAGE_LIMIT_INVALID",
@@ -229,7 +238,10 @@ class Admin:
                     cause=f"{what} expected a timezone-aware datetime, got {value!r}",
                     fix=f"{what}=datetime(2026, 1, 1, tzinfo=UTC)   # the CLI takes 2026-01-01T00:00Z",
                 )
+        searched = checked_payload(payload), checked_error(error)
         filters = ListFilter(
+            payload=searched[0],
+            error=searched[1],
             queue=queue,
             name=name,
             state=state,

@@ -192,3 +192,28 @@ def test_the_job_page_says_a_drain_handed_it_back(served: tuple[Served, dict[str
         assert "reported before it" in notice
         assert "(ran once; a suspension or hand-back spends no attempt)" in page.locator(".facts").inner_text()
         assert short_id(job_id) in page.locator(".card-head").first.inner_text()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_search_by_a_payload_field_or_an_errors_text(served: tuple[Served, dict[str, Any]], width: int) -> None:
+    server, state = served
+    ids = seed(server, state)
+    wanted = server.call(state["export"].enqueue({"org": "globex", "invoice": {"number": 4242}}))
+    settled(server, wanted.id, "done")
+    with browser_page() as page:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(server.url + "/jobs")
+        page.fill("input[name=payload]", "invoice.number=4242")
+        page.get_by_role("button", name="Filter").click()
+        page.wait_for_url(re.compile(r"payload=invoice.number%3D4242"))
+        rows = page.locator("table.jobs tbody tr")
+        assert rows.count() == 1 and short_id(wanted.id) in rows.first.inner_text()
+        assert "Searched" in page.locator(".searched").inner_text()
+        page.goto(server.url + "/jobs")
+        page.fill("input[name=error]", "REFUSED THE EXPORT")  # any case
+        page.get_by_role("button", name="Filter").click()
+        rows = page.locator("table.jobs tbody tr")
+        assert rows.count() == 1 and short_id(ids["dead"]) in rows.first.inner_text()
+        assert rows.first.locator("td.fill .clip.err").is_visible()
+        page.goto(server.url + "/jobs?payload=nonsense")
+        assert page.locator(".refusal-code").inner_text() == "SEARCH_INVALID"

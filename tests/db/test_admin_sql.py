@@ -92,6 +92,10 @@ def admin_statements() -> list[tuple[str, str]]:
         shapes += [[f] for f in every if f not in ("after", "before")]
         for shape in shapes:
             found.append((f"list_page({'+'.join(shape)}, {cursor})", admin_sql.list_page(shape, backwards=backwards)))
+        for searches in (["payload"], ["error"], list(admin_sql.SEARCH_FILTERS)):
+            for shape in ([], [cursor], [f for f in every if f not in ("after", "before")] + [cursor]):
+                text = admin_sql.search_page(shape, searches, backwards=backwards)
+                found.append((f"search_page({'+'.join(shape)}; {'+'.join(searches)}, {cursor})", text))
     return found
 
 
@@ -220,6 +224,7 @@ async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, databas
                     "errors": [None] * 20,
                     "delays": [0.0] * 20,
                     "progresses": [None] * 20,
+                    "reasons": [None] * 20,
                     "release": False,
                     "channel": "unused",
                     "settled_channel": "unused",

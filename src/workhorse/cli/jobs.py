@@ -25,10 +25,11 @@ from workhorse.app import App
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, progress_line, span, state_text, stdout, trim
-from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page
+from workhorse.drivers.base import ALL_STATES, LIVE_STATES, SEARCH_SCAN, Job, Page
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.ids import short_id
+from workhorse.search import parse_payload_search
 
 ERROR_WIDTH = 48
 PROGRESS_WIDTH = 32
@@ -91,6 +92,13 @@ def _iso(value: datetime) -> str:
 )
 @click.option("--created-to", metavar="WHEN", help="Only jobs created before WHEN (same forms as --created-from).")
 @click.option(
+    "--payload",
+    metavar="FIELD=VALUE",
+    help="Search: jobs whose payload has this field and value (customer.id=7; or a JSON object). "
+    f"Each page examines at most {SEARCH_SCAN:,} jobs; `next page` searches on.",
+)
+@click.option("--error", metavar="TEXT", help="Search: jobs whose last error's type or message contains TEXT.")
+@click.option(
     "--limit",
     type=int,
     default=DEFAULT_PAGE,
@@ -112,6 +120,8 @@ def list_jobs(
     id_prefix: str | None,
     created_from: str | None,
     created_to: str | None,
+    payload: str | None,
+    error: str | None,
     limit: int,
     after: str | None,
     before: str | None,
@@ -128,12 +138,15 @@ def list_jobs(
       workhorse ls --state dead
       workhorse ls --queue emails --created-from 2h --limit 20 --json
       workhorse ls --id-prefix 0190f1c2
+      workhorse ls --state dead --error "timed out"
+      workhorse ls --payload order_id=4242
       workhorse ls --created-from 2026-01-31T09:00Z --created-to 2026-01-31T10:00Z
       workhorse ls --after 0190f1c2-...        # the next (older) page
       workhorse ls --before 0190f1c2-...       # the previous (newer) page
     """
     start = instant(created_from, "--created-from")
     end = instant(created_to, "--created-to")
+    searched = None if payload is None else parse_payload_search(payload)
     app_of_jobs = state.app()
     known = set(app_of_jobs.jobs)  # with --app, its declared names: a ready job of another name waits forever
     page: Page = run_with_app(
@@ -147,6 +160,8 @@ def list_jobs(
             id_prefix=id_prefix,
             created_from=start,
             created_to=end,
+            payload=searched,
+            error=error,
             limit=limit,
             after=after,
             before=before,
@@ -165,14 +180,25 @@ def list_jobs(
         ("--id-prefix", id_prefix),
         ("--created-from", None if start is None else _iso(start)),
         ("--created-to", None if end is None else _iso(end)),
+        ("--payload", payload),
+        ("--error", error),
     ):
         if value is not None:
             words += [option, value]
     if limit != DEFAULT_PAGE:
         words += ["--limit", str(limit)]
+    searched_note = (
+        None
+        if page.scanned is None
+        else Text(f"searched {page.scanned:,} jobs (at most {SEARCH_SCAN:,} a page)", style="dim")
+    )
     if not page.jobs:
         filtered = after is not None or before is not None or len(words) > 1
         console.print("no jobs match" if filtered else "no jobs yet")
+        if searched_note is not None:
+            console.print(searched_note)
+        if page.next is not None:  # a search spent its page's budget: older jobs are still to search
+            console.print(Text(f"search on: {command_line(state, *words, '--after', page.next)}", style="dim"))
         if name is not None and (close := _close_names(name, known)):
             console.print(f"did you mean {' or '.join(close)}? (declared on the app)")
         return
@@ -180,6 +206,8 @@ def list_jobs(
     console.print(table)
     if (note := hidden_note(hidden, console.width)) is not None:
         console.print(note)
+    if searched_note is not None:
+        console.print(searched_note)
     if known and any(job.name not in known and job.state == "ready" for job in page.jobs):
         console.print(
             Text(

@@ -17,10 +17,13 @@ from markupsafe import Markup, escape
 from workhorse.drivers.base import ALL_STATES, BULK_STATES, FINISHED_STATES, LIVE_STATES, Job
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.search import parse_payload_search
 
 # The overview's state columns, in the order a person reads a queue: waiting, working, stuck.
 OVERVIEW_STATES: tuple[str, ...] = ("ready", "running", "delayed", "suspended", "dead", "failed")
-LIST_FILTERS: tuple[str, ...] = ("state", "queue", "name", "tenant", "id_prefix", "created_from", "created_to")
+LIST_FILTERS: tuple[str, ...] = (
+    "state", "queue", "name", "tenant", "id_prefix", "created_from", "created_to", "payload", "error",
+)  # fmt: skip
 PAGE_SIZE = 50
 _UNITS = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
 JSON_SHOWN = 20_000  # characters of a payload or result shown before it is cut (the rest is elided)
@@ -213,6 +216,9 @@ class JobFilters:
             "id_prefix": self.get("id_prefix"),
             "created_from": self.created_from,
             "created_to": self.created_to,
+            # the searches (admin.list: a walk bounded per page), spelled as `ls --payload/--error`
+            "payload": None if self.get("payload") is None else parse_payload_search(self.values["payload"]),
+            "error": self.get("error"),
             "limit": self.limit,
         }
 

@@ -55,6 +55,7 @@ from workhorse.dashboard.views import (
     step_views,
     when_text,
 )
+from workhorse.drivers.base import SEARCH_SCAN
 from workhorse.errors import (
     ConfigurationError,
     DatabaseError,
@@ -200,6 +201,7 @@ class Dashboard:
     async def jobs(self, request: Request) -> Response:
         params = dict(request.query_params)
         context: dict[str, Any] = {"page": "jobs", "filters": params, "jobs": [], "next": None, "prev": None}
+        context.update(scanned=None, search_scan=SEARCH_SCAN)
         try:
             filters = job_filters(params)
             context.update(filters=filters.values, query=filters.query(), bulk=bulk_verbs(filters.get("state")))
@@ -209,7 +211,8 @@ class Dashboard:
         except WorkhorseError as error:
             context.update(query=context.get("query", {}), bulk=[])
             return self.render(request, "jobs.html", status_of(error), error=error, **context)
-        context.update(jobs=page.jobs, next=page.next, prev=page.prev, now=datetime.now(UTC))  # clock-ok: display
+        context.update(jobs=page.jobs, next=page.next, prev=page.prev, scanned=page.scanned, search_scan=SEARCH_SCAN)
+        context.update(now=datetime.now(UTC))  # clock-ok: display
         return self.render(request, "jobs.html", **context)
 
     async def job(self, request: Request) -> Response:

@@ -441,7 +441,11 @@ class ListFilter:
     suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits);
     ``short_id`` the last 12 lowercase hex digits of an id (``workhorse.ids.short_id``).
     ``name_part``: that name, or the last dotted part of a name (``send_receipt`` matches
-    ``shop.jobs.send_receipt``). ``created_from`` is inclusive, ``created_to`` exclusive."""
+    ``shop.jobs.send_receipt``). ``created_from`` is inclusive, ``created_to`` exclusive.
+
+    The searches, ``payload`` (a JSON object the payload contains, as jsonb's ``@>``) and
+    ``error`` (text the last error's type or message contains, case-insensitive), are read on a
+    bounded walk: at most SEARCH_SCAN rows a page (``Page.scanned``)."""
 
     queue: str | None = None
     name: str | None = None
@@ -452,19 +456,32 @@ class ListFilter:
     short_id: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    payload: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def searches(self) -> bool:
+        return self.payload is not None or self.error is not None
 
 
 @dataclass(frozen=True)
 class Page:
     """One page, newest first. ``next``: pass as ``after`` for older rows (None on the last page).
-    ``prev``: pass as ``before`` for newer rows (None on the first page)."""
+    ``prev``: pass as ``before`` for newer rows (None on the first page). ``scanned``: with a
+    search, how many rows this page examined (at most SEARCH_SCAN; ``next`` then continues after
+    the last one examined, whether or not it matched); None without one."""
 
     jobs: list[Job]
     next: str | None
     prev: str | None = None
+    scanned: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next, "prev": self.prev}
+        out: dict[str, Any] = {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next}
+        out["prev"] = self.prev
+        if self.scanned is not None:
+            out["scanned"] = self.scanned
+        return out
 
 
 BulkVerb = Literal["requeue", "remove", "promote", "cancel"]

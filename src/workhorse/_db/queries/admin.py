@@ -63,6 +63,61 @@ def list_page(filters: Iterable[str], *, backwards: bool) -> str:
     return f"{LIST_SELECT}{where}\n{LIST_OLDEST_FIRST if backwards else LIST_NEWEST_FIRST}"
 
 
+# -- search: a payload field, an error's text ---------------------------------------------------------
+#
+# A payload search has no index (a GIN index on every payload would cost every enqueue an entry
+# for a search an operator runs now and then): it is read on the list's own walk of the primary
+# key, newest first from the cursor, and the walk is BOUNDED: each page examines the next
+# %(scan)s rows in id order (`walked`), whatever they are, then keeps those that pass every filter
+# (the list's and the search's: `hit`) and reads the page's hits back by primary key. An error
+# search walks only the jobs that have an error, in the same order, through jobs_errored_idx
+# (migration 021: an entry per job that ever failed an attempt, nothing for the others). A page
+# costs the same at any table size and whatever matches. `walked_to` is the last row examined:
+# when the budget ran out before the page filled, it is the next page's cursor ("searched 10,000
+# jobs; Older → searches on"). `walked` is how many rows were examined.
+SEARCH_FILTERS: dict[str, str] = {
+    # payload @> the given object: {"order": 42} matches a payload with that field and value.
+    "payload": "j.payload @> %(payload)s::jsonb",
+    # the last error's type or message contains the text (case-insensitive; `error_like` is
+    # '%' + the LIKE-escaped text + '%').
+    "error": "(j.last_error ->> 'message' ilike %(error_like)s or j.last_error ->> 'type' ilike %(error_like)s)",
+}
+CURSORS = ("after", "before")
+
+
+def search_page(filters: Iterable[str], searches: Iterable[str], *, backwards: bool) -> str:
+    """The bounded search page for these LIST_FILTERS names and SEARCH_FILTERS names. One row per
+    hit, newest first (oldest first ``backwards``), each with `walked_to` and `walked`; when
+    nothing matched, one row of nulls carrying them."""
+    given, wanted = set(filters), set(searches)
+    walk = [condition for name, condition in LIST_FILTERS.items() if name in given and name in CURSORS]
+    if "error" in wanted:
+        walk.append("j.last_error is not null")  # jobs_errored_idx: only the jobs that ever failed
+    where = (" where " + " and ".join(walk)) if walk else ""
+    tests = [condition for name, condition in LIST_FILTERS.items() if name in given and name not in CURSORS]
+    tests += [condition for name, condition in SEARCH_FILTERS.items() if name in wanted]
+    hit = "\n             and ".join(tests) or "true"
+    order, last = ("asc", "max") if backwards else ("desc", "min")
+    return f"""
+with walked as materialized (
+    select j.id, ({hit}) as hit
+    from {{schema}}.jobs as j{where}
+    order by j.id {order}
+    limit %(scan)s
+), hits as (
+    select walked.id from walked where walked.hit order by walked.id {order} limit %(limit)s
+), walk as (
+    -- uuid has no min/max; a canonical uuid's text sorts as the uuid does
+    select {last}(walked.id::text) as walked_to, count(*) as walked from walked
+)
+select {JOB_COLUMNS}, walk.walked_to, walk.walked
+from walk
+left join hits on true
+left join {{schema}}.jobs as j on j.id = hits.id  -- a primary-key lookup per hit
+order by j.id {order} nulls last
+"""
+
+
 # -- bulk verbs -------------------------------------------------------------------------------------
 #
 # Each verb is ONE statement that counts the movable rows and moves the oldest `limit` of them
