@@ -31,7 +31,7 @@ from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.ids import short_id
 from workhorse.search import parse_payload_search
 
-ERROR_WIDTH = 48
+ERROR_WIDTH = 96  # characters of the last error `ls` shows at most (less when the terminal is narrower)
 PROGRESS_WIDTH = 32
 PANEL_EDGES = 4  # a panel's border and padding, both sides
 
@@ -260,7 +260,7 @@ def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> tuple[Table
         columns.append(Column("progress", progress, priority=2, shrinks=12, most=PROGRESS_WIDTH))
     if any(job.last_error for job in jobs):  # a dead job's error is why one looks: it goes first
         errors = [Text(_error_line(job.last_error, 500), style=_error_style(job)) for job in jobs]
-        columns.append(Column("last error", errors, priority=1, shrinks=16, most=ERROR_WIDTH * 2))
+        columns.append(Column("last error", errors, priority=1, shrinks=16, most=ERROR_WIDTH))
     return fit(columns, stdout().width)
 
 
