@@ -39,7 +39,10 @@ async def test_one_job_shows_its_steps_wait_progress_and_errors(pg_app: App) -> 
         page = (await http.get(f"/jobs/{dead.id}")).text
         assert "TerminalError: provider down" in page and "Traceback (most recent call last)" in page
         assert ">Requeue</button>" in page and ">Remove</button>" in page and ">Cancel</button>" not in page
-        # A unique prefix of an id goes to the job; a prefix nobody has is JOB_NOT_FOUND.
+        # The short id `ls` and the list print goes to the job (issue 29), as a unique prefix does;
+        # a prefix nobody has is JOB_NOT_FOUND.
+        short = await http.get(f"/jobs/{dead.id[-12:]}")
+        assert short.status_code == 303 and short.headers["location"] == f"/jobs/{dead.id}"
         short = await http.get(f"/jobs/{dead.id[:13]}")
         assert short.status_code == 303 and short.headers["location"] == f"/jobs/{dead.id}"
         missing = await http.get("/jobs/0000ffff")
