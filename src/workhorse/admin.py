@@ -258,8 +258,8 @@ class Admin:
 
     async def resolve(self, job_id: str) -> str:
         """A job's id from a person's spelling of it: a whole id as it is; its short form
-        (``workhorse.ids.short_id``: the last SHORT_ID_DIGITS hex digits, as ``ls`` prints it) as
-        the job that ends so; else a unique prefix of at least MIN_ID_PREFIX hexadecimal digits
+        (``workhorse.ids.short_id``: SHORT_ID_DIGITS hex digits, as ``ls`` prints it) as the job
+        that has it; else a unique prefix of at least MIN_ID_PREFIX hexadecimal digits
         (dashes ignored) as the id it starts. A short form or prefix no job has is JOB_NOT_FOUND;
         one several jobs share is JOB_ID_AMBIGUOUS, naming them. Anything else is passed on as it
         is (the verb then answers JOB_NOT_FOUND)."""
@@ -268,14 +268,14 @@ class Admin:
         prefix = job_id.replace("-", "").lower()
         if len(prefix) < MIN_ID_PREFIX or not _HEX.fullmatch(prefix):
             return job_id
-        if len(job_id) == SHORT_ID_DIGITS:  # a short form first; only a tail no job has is a prefix
+        if len(job_id) == SHORT_ID_DIGITS:  # a short form first; only one no job has is a prefix
             page = await self._driver.list_jobs(ListFilter(short_id=prefix), limit=AMBIGUOUS_SHOWN + 1)
             if len(page.jobs) == 1:
                 return page.jobs[0].id
             if page.jobs:
                 raise ConfigurationError(
                     code="JOB_ID_AMBIGUOUS",
-                    cause=f"the short id {job_id!r} ends more than one job: {_ids(page.jobs)}",
+                    cause=f"the short id {job_id!r} is more than one job's: {_ids(page.jobs)}",
                     fix="give the whole id: workhorse ls --json   # shows every job's whole id",
                 )
         page = await self._driver.list_jobs(ListFilter(id_prefix=prefix), limit=AMBIGUOUS_SHOWN + 1)
@@ -285,8 +285,8 @@ class Admin:
             raise ConfigurationError(
                 code="JOB_ID_AMBIGUOUS",
                 cause=f"the id prefix {job_id!r} starts more than one job: {_ids(page.jobs)}",
-                fix=f"give the short id that `workhorse ls` prints (the last {SHORT_ID_DIGITS} digits), more "
-                f"of the id, or all of it: workhorse ls --id-prefix {prefix}",
+                fix=f"give the {SHORT_ID_DIGITS}-digit short id that `workhorse ls` prints, more of the id, "
+                f"or all of it: workhorse ls --id-prefix {prefix}",
             )
         return page.jobs[0].id
 

@@ -190,7 +190,7 @@ async def test_a_search_walks_a_bounded_stretch_of_the_primary_key_at_a_million_
 ) -> None:
     """Issue 29: each page of a search walks at most SEARCH_SCAN rows from its cursor, whatever
     matches: a payload search along jobs_pkey (no index on payloads), an error search along
-    jobs_errored_idx (the jobs that ever failed, migration 021)."""
+    jobs_errored_idx (the jobs that ever failed, migration 020)."""
     schema = pg_app.schema
     with psycopg.connect(database_url, autocommit=True, options="-c TimeZone=UTC") as conn:
         fill(conn, schema, ROWS)

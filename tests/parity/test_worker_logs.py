@@ -68,4 +68,4 @@ def test_the_json_format_writes_one_object_a_line_with_the_fields_as_keys() -> N
     assert set(line) <= {"ts", "level", "logger", "message", "exception", *JOB_FIELDS}
     body = logging.LogRecord("workhorse.job.speaks", logging.INFO, __file__, 1, "hello", (), None)
     body.job_id, body.attempt = "01a24200-ab0b-7662-82f2-2f945d1d2f3e", 3
-    assert TextFormatter().format(body).endswith("hello  [job 2f945d1d2f3e attempt 3]")
+    assert TextFormatter().format(body).endswith("hello  [job 00ab0b6622f2 attempt 3]")

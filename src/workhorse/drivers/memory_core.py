@@ -38,6 +38,7 @@ from workhorse.drivers.base import (
     shown_step,
 )
 from workhorse.errors import ConfigurationError, PayloadError
+from workhorse.ids import short_id
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _KeySlot = tuple[str, str, str]
@@ -157,7 +158,7 @@ class _Row:
             and (f.tenant is None or self.tenant == f.tenant)
             and (f.state is None or self.reported_state(now) == f.state)
             and (f.id_prefix is None or self.id.replace("-", "").startswith(f.id_prefix))
-            and (f.short_id is None or self.id.endswith(f.short_id))
+            and (f.short_id is None or short_id(self.id) == f.short_id)
             and (f.created_from is None or self.created_at >= f.created_from)
             and (f.created_to is None or self.created_at < f.created_to)
         )  # fmt: skip

@@ -40,6 +40,7 @@ from workhorse.drivers.base import (
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
 from workhorse.drivers.searching import SEARCH_SCAN, searched_page
 from workhorse.errors import DatabaseError
+from workhorse.ids import SHORT_ID_PERIODS
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
 
@@ -115,7 +116,6 @@ class PostgresOperate(PostgresCore):
             "state": filters.state,
             "created_from": filters.created_from,
             "created_to": filters.created_to,
-            "short_id": filters.short_id,
             "after": after,
             "before": before,
             "limit": limit,
@@ -132,6 +132,11 @@ class PostgresOperate(PostgresCore):
             raise refusals.bad_cursor(cursor, which=which)
         if filters.searches:
             return await self._search(filters, params, given, limit=limit, after=after, before=before)
+        if filters.short_id is not None:  # admin.resolve's lookup: the short id alone
+            short = filters.short_id
+            found = {"low": short[:6], "counter": short[6:9], "rand": short[9:12], "periods": SHORT_ID_PERIODS}
+            rows = await self.fetch(admin_sql.SHORT_ID_LOOKUP, {**found, "limit": limit})
+            return Page([_job(r) for r in rows], next=None)
         rows = await self.fetch(admin_sql.list_page(given, backwards=before is not None), params)
         jobs = [_job(r) for r in rows]
         full = len(jobs) == limit

@@ -439,7 +439,7 @@ def shown_step(
 class ListFilter:
     """What ``list`` narrows by; None means any. ``state`` is the REPORTED state (a due delayed or
     suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits);
-    ``short_id`` the last 12 lowercase hex digits of an id (``workhorse.ids.short_id``).
+    ``short_id`` an id's short form, 12 lowercase hex digits (``workhorse.ids.short_id``), looked up alone.
     ``name_part``: that name, or the last dotted part of a name (``send_receipt`` matches
     ``shop.jobs.send_receipt``). ``created_from`` is inclusive, ``created_to`` exclusive.
 

@@ -28,8 +28,7 @@ from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WA
 LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
 
 # Filter name -> condition. `id_prefix` is an inclusive uuid range (the prefix padded with 0s and
-# with fs), which the primary key serves; `short_id` the last 12 digits, which jobs_short_id_idx
-# serves. The created_* window is a filter on the walk, not a range.
+# with fs), which the primary key serves. The created_* window is a filter on the walk, not a range.
 LIST_FILTERS: dict[str, str] = {
     "queue": "j.queue = %(queue)s",
     "name": "j.name = %(name)s",
@@ -40,8 +39,6 @@ LIST_FILTERS: dict[str, str] = {
     "tenant": "j.tenant = %(tenant)s",
     "state": REPORTED_STATE + " = %(state)s",
     "id_prefix": "j.id between %(id_low)s::uuid and %(id_high)s::uuid",
-    # A short id (workhorse.ids.short_id): the expression jobs_short_id_idx (migration 018) indexes.
-    "short_id": "right(j.id::text, 12) = %(short_id)s::text",
     "created_from": "j.created_at >= %(created_from)s::timestamptz",
     "created_to": "j.created_at < %(created_to)s::timestamptz",
     # Older than the cursor: read forwards (newest first). Newer than it: read backwards (oldest
@@ -63,6 +60,51 @@ def list_page(filters: Iterable[str], *, backwards: bool) -> str:
     return f"{LIST_SELECT}{where}\n{LIST_OLDEST_FIRST if backwards else LIST_NEWEST_FIRST}"
 
 
+# -- a short id ------------------------------------------------------------------------------------
+#
+# A job by its short id (workhorse.ids.short_id: the low 24 bits of its id's millisecond `low`, its
+# counter `counter`, three random digits `rand`). The millisecond's high 24 bits are not in it:
+# each period of 2^24 ms (4.7 hours) from the newest job's back to the oldest's (at most %(periods)s
+# of them, newest first) is one range of the primary key, the ids of that millisecond and counter
+# (one a process), filtered by the random digits. So a short id needs no index of its own: one
+# would take an entry on every claim and settle (they are not HOT updates), a third of a worker's
+# throughput. The ends are read off jobs_pkey; uuid has no min/max.
+SHORT_ID_LOOKUP = (
+    """
+with ends as (  -- the periods of the oldest and the newest ids: their first 24 bits
+    select ('x' || left((select j.id::text from {schema}.jobs as j order by j.id limit 1), 6))::bit(24)::int as first,
+           ('x' || left((select j.id::text from {schema}.jobs as j order by j.id desc limit 1), 6))::bit(24)::int
+               as last
+), periods as (  -- the id's first 18 characters: that millisecond, version 7, that counter
+    select left(ms, 8) || '-' || right(ms, 4) || '-7' || %(counter)s as head
+    from ends,
+         generate_series(ends.last, greatest(ends.first, ends.last - %(periods)s + 1), -1) as p,
+         lateral (select lpad(to_hex(p), 6, '0') || %(low)s as ms) as m
+), hits as (  -- at most `limit` ids: the page is a primary-key lookup each, never a walk of the key
+    select found.id
+    from periods
+    cross join lateral (  -- per period, one jobs_pkey range; the LIMIT keeps it a subquery a period
+        select candidate.id
+        from {schema}.jobs as candidate
+        where candidate.id between (periods.head || '-0000-000000000000')::uuid
+                               and (periods.head || '-ffff-ffffffffffff')::uuid
+          and substr(candidate.id::text, 21, 3) = %(rand)s  -- the three random digits after the variant digit
+        order by candidate.id desc
+        limit %(limit)s
+    ) as found
+    order by found.id desc
+    limit %(limit)s
+)
+select """
+    + JOB_COLUMNS
+    + """
+from hits
+join {schema}.jobs as j on j.id = hits.id
+order by j.id desc
+"""
+)
+
+
 # -- search: a payload field, an error's text ---------------------------------------------------------
 #
 # A payload search has no index (a GIN index on every payload would cost every enqueue an entry
@@ -71,7 +113,7 @@ def list_page(filters: Iterable[str], *, backwards: bool) -> str:
 # %(scan)s rows in id order (`walked`), whatever they are, then keeps those that pass every filter
 # (the list's and the search's: `hit`) and reads the page's hits back by primary key. An error
 # search walks only the jobs that have an error, in the same order, through jobs_errored_idx
-# (migration 021: an entry per job that ever failed an attempt, nothing for the others). A page
+# (migration 020: an entry per job that ever failed an attempt, nothing for the others). A page
 # costs the same at any table size and whatever matches. `walked_to` is the last row examined:
 # when the budget ran out before the page filled, it is the next page's cursor ("searched 10,000
 # jobs; Older → searches on"). `walked` is how many rows were examined.

@@ -61,7 +61,7 @@ from pg_stat_xact_user_tables as t
 """
 
 # A batch's last statement, in the batch's transaction. `status` running, completed or stalled.
-# A batch of unknown rows (null) makes the pass's total unknown from then on (migration 019).
+# A batch of unknown rows (null) makes the pass's total unknown from then on (migration 018).
 CHECKPOINT = """
 update {schema}.backfill_passes
 set cursor = coalesce(%(cursor)s::jsonb, cursor),  -- the sweep's end keeps the last cursor
