@@ -6,7 +6,8 @@ same code, cause and fix, and a refused call changes nothing:
 
 ====================  ==========================================================================
 ``list``              keyset pages, newest first; filters queue, name, state, tenant, id prefix,
-                      created from/to; ``limit`` 1..200 (100 by default)
+                      created from/to; searches payload (a JSON object it contains) and error
+                      (text), on a walk bounded per page; ``limit`` 1..200 (100 by default)
 ``get``               one job with its steps, its attempts' errors and its progress
 ``cancel`` ...        the one-job verbs: ``cancel``, ``requeue``, ``promote``, ``remove``
 ``requeue_many`` ...  the bulk verbs over a state (and queue/name/tenant): at most 1,000 rows a
@@ -50,9 +51,11 @@ from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
+from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.scheduler.report import TasksReport, tasks_report
+from workhorse.search import checked_error, checked_payload
 from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
@@ -83,6 +86,12 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]
 MAX_QUEUE_NAME = 200  # as @app.job(queue=...) allows
 MIN_ID_PREFIX = 4  # hex digits an id prefix needs to stand for a job (show, cancel, requeue, ...)
 AMBIGUOUS_SHOWN = 5  # candidates a JOB_ID_AMBIGUOUS refusal names
+
+
+def _ids(jobs: builtins.list[Job]) -> str:
+    """The whole ids of the jobs a spelling matched (AMBIGUOUS_SHOWN of them, "and more" after)."""
+    more = " and more" if len(jobs) > AMBIGUOUS_SHOWN else ""
+    return ", ".join(j.id for j in jobs[:AMBIGUOUS_SHOWN]) + more
 
 
 @dataclass(frozen=True)
@@ -187,14 +196,24 @@ class Admin:
         name: str | None = None,
         tenant: str | None = None,
         id_prefix: str | None = None,
+        name_part: str | None = None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
+        payload: Mapping[str, Any] | None = None,
+        error: str | None = None,
         limit: int = DEFAULT_PAGE,
         after: str | None = None,
         before: str | None = None,
     ) -> Page:
         """One page of jobs, newest first. Follow ``page.next`` with ``after=``, ``page.prev`` with
-        ``before=``."""
+        ``before=``. ``name`` is one name exactly; ``name_part`` that name or the last dotted part
+        of one (``send_receipt`` finds ``shop.jobs.send_receipt``), as ``workhorse ls --name`` reads
+        a name without a dot.
+
+        ``payload`` (a JSON object the payload contains: ``{"order": 42}``) and ``error`` (text
+        the last error's type or message contains, any case) search: each page examines at most
+        SEARCH_SCAN rows past its cursor (``page.scanned``), and ``page.next`` goes on from the
+        last one examined, so a search costs the same per page at any table size."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ConfigurationError(
                 code="PAGE_LIMIT_INVALID",
@@ -225,12 +244,16 @@ class Admin:
                     cause=f"{what} expected a timezone-aware datetime, got {value!r}",
                     fix=f"{what}=datetime(2026, 1, 1, tzinfo=UTC)   # the CLI takes 2026-01-01T00:00Z",
                 )
+        searched = checked_payload(payload), checked_error(error)
         filters = ListFilter(
+            payload=searched[0],
+            error=searched[1],
             queue=queue,
             name=name,
             state=state,
             tenant=tenant,
             id_prefix=prefix,
+            name_part=name_part,
             created_from=created_from,
             created_to=created_to,
         )
@@ -240,25 +263,36 @@ class Admin:
         return await self._driver.get_job(job_id)
 
     async def resolve(self, job_id: str) -> str:
-        """A job's id from a person's spelling of it: a whole id as it is, or a unique prefix of
-        at least MIN_ID_PREFIX hexadecimal digits (dashes ignored) as the id it starts. A prefix
-        no job has is JOB_NOT_FOUND; one several jobs share is JOB_ID_AMBIGUOUS, naming them.
-        Anything else is passed on as it is (the verb then answers JOB_NOT_FOUND)."""
+        """A job's id from a person's spelling of it: a whole id as it is; its short form
+        (``workhorse.ids.short_id``: SHORT_ID_DIGITS hex digits, as ``ls`` prints it) as the job
+        that has it; else a unique prefix of at least MIN_ID_PREFIX hexadecimal digits
+        (dashes ignored) as the id it starts. A short form or prefix no job has is JOB_NOT_FOUND;
+        one several jobs share is JOB_ID_AMBIGUOUS, naming them. Anything else is passed on as it
+        is (the verb then answers JOB_NOT_FOUND)."""
         if not isinstance(job_id, str) or _UUID.fullmatch(job_id):
             return job_id
         prefix = job_id.replace("-", "").lower()
         if len(prefix) < MIN_ID_PREFIX or not _HEX.fullmatch(prefix):
             return job_id
+        if len(job_id) == SHORT_ID_DIGITS:  # a short form first; only one no job has is a prefix
+            page = await self._driver.list_jobs(ListFilter(short_id=prefix), limit=AMBIGUOUS_SHOWN + 1)
+            if len(page.jobs) == 1:
+                return page.jobs[0].id
+            if page.jobs:
+                raise ConfigurationError(
+                    code="JOB_ID_AMBIGUOUS",
+                    cause=f"the short id {job_id!r} is more than one job's: {_ids(page.jobs)}",
+                    fix="give the whole id: workhorse ls --json   # shows every job's whole id",
+                )
         page = await self._driver.list_jobs(ListFilter(id_prefix=prefix), limit=AMBIGUOUS_SHOWN + 1)
         if not page.jobs:
             raise JobNotFoundError(job_id)
         if len(page.jobs) > 1:
-            shown = ", ".join(j.id for j in page.jobs[:AMBIGUOUS_SHOWN])
-            more = " and more" if len(page.jobs) > AMBIGUOUS_SHOWN else ""
             raise ConfigurationError(
                 code="JOB_ID_AMBIGUOUS",
-                cause=f"the id prefix {job_id!r} starts more than one job: {shown}{more}",
-                fix="give more of the id (or all of it): workhorse ls --id-prefix " + prefix,
+                cause=f"the id prefix {job_id!r} starts more than one job: {_ids(page.jobs)}",
+                fix=f"give the {SHORT_ID_DIGITS}-digit short id that `workhorse ls` prints, more of the id, "
+                f"or all of it: workhorse ls --id-prefix {prefix}",
             )
         return page.jobs[0].id
 

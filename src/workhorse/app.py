@@ -32,6 +32,16 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 P = TypeVar("P")
 
+# Set by ``workhorse.testing.database_guard`` while the pytest plugin's ``app`` fixture runs: an App
+# about to reach a database asks it first, so a job handle of another App (the module's own,
+# declared on PostgreSQL) cannot write to a real database from a test that runs on memory.
+_database_guard: Callable[[App], None] | None = None
+
+
+def _guarded(app: App) -> None:
+    if _database_guard is not None:
+        _database_guard(app)
+
 
 class App:
     """One workhorse application: a registry of jobs and a way to reach their storage.
@@ -125,6 +135,7 @@ class App:
 
     @property
     def database_url(self) -> str:
+        _guarded(self)
         if self._url is None:
             from workhorse.embedded import resolve_database_url
 
@@ -142,6 +153,7 @@ class App:
         """The driver for the calling event loop (psycopg async pools belong to one loop)."""
         if self._memory is not None:
             return self._memory
+        _guarded(self)
         if self._given is not None:
             return self._given
         loop = asyncio.get_running_loop()
@@ -167,6 +179,7 @@ class App:
         """The driver for synchronous callers (``enqueue_sync``, ``migrate_sync``)."""
         if self._memory is not None:
             return self._memory
+        _guarded(self)
         if self._given is not None:
             return self._given
         with self._lock:

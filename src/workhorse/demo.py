@@ -1,8 +1,9 @@
 """``workhorse demo``: watch a real queue retry, dead-letter, dedupe and delay jobs in about five seconds.
 
 It uses the public API only (``App``, ``@app.job``, ``enqueue``, ``app.worker``, ``list_jobs``), in a
-fresh schema (``demo_<hex>``) that is dropped at the end, so repeated runs never see old rows. Read it
-top to bottom: it doubles as a tour of the library.
+schema of its own (``workhorse_demo``, or ``--schema``) made afresh at the start and kept at the end,
+so the commands it suggests (``workhorse --schema workhorse_demo ls --state dead``) show its jobs.
+Read it top to bottom: it doubles as a tour of the library.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,9 +28,11 @@ from workhorse.context import JobContext
 from workhorse.drivers.base import FINISHED_STATES, Job
 from workhorse.drivers.direct import drop_schema
 from workhorse.errors import TerminalError, WorkhorseError
+from workhorse.ids import short_id
 from workhorse.retry import Retry
 from workhorse.worker import Worker, WorkerStats
 
+DEMO_SCHEMA = "workhorse_demo"  # the demo's own schema, kept after it (replaced by the next demo)
 HARD_CAP = 45.0  # seconds: past this the demo stops its worker anyway and reports failure
 SHOWN_STATES = ("ready", "delayed", "running", "done", "dead")
 NAMES = ("send_email", "send_welcome", "sync_crm", "charge_card", "build_report", "send_reminder")
@@ -52,10 +54,10 @@ WHAT_YOU_SAW = """[bold]what you just saw[/bold]
   • idempotency key and delay: the second send_welcome (same key) inserted
     nothing; send_reminder waited 4s as 'delayed', then ran.
 
-The demo dropped its schema '{schema}'; against your own app's database:
-  workhorse ls --state dead    # the dead-letter queue
-  workhorse show <id>          # one job in full, with its last error
-(here the dead charge_card job was {dead_id})"""
+The demo kept its jobs in the schema '{schema}' (the next demo replaces them). Look:
+  workhorse --schema {schema} ls --state dead    # the dead-letter queue
+  workhorse --schema {schema} show {dead_id}   # one job in full, with its last error
+(for your own app's jobs, leave out --schema)"""
 
 
 def declare(app: App) -> None:
@@ -105,7 +107,7 @@ async def enqueue_all(app: App, console: Console) -> None:
     welcome = app.jobs["send_welcome"]
     for _ in range(2):
         ref = await welcome.enqueue({"org": "org-1", "user": 7}, key="welcome:7")
-        console.print(f"enqueued send_welcome key='welcome:7': duplicate={ref.duplicate} id={ref.id[-12:]}")
+        console.print(f"enqueued send_welcome key='welcome:7': duplicate={ref.duplicate} id={short_id(ref.id)}")
     console.print("  (same key while the first is live: nothing inserted, the same job returned)")
     await app.jobs["sync_crm"].enqueue({"org": "org-2", "account": 42})
     await app.jobs["charge_card"].enqueue({"org": "org-0", "amount_cents": 4_999})
@@ -222,7 +224,7 @@ def summarize(console: Console, jobs: list[Job], stats: WorkerStats, wall: float
     )
 
     dead = next((j for j in jobs if j.state == "dead"), None)
-    console.print(WHAT_YOU_SAW.format(schema=schema, dead_id=dead.id if dead else "?"))
+    console.print(WHAT_YOU_SAW.format(schema=schema, dead_id=short_id(dead.id) if dead else "?"))
 
     problems = []
     for name, (count, state, attempt) in EXPECTED.items():
@@ -255,7 +257,7 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
     declare(app)
     try:
         await app.migrate()
-        console.print(f"installed the workhorse tables in a fresh schema {schema!r}\n")
+        console.print(f"installed the workhorse tables in the demo's own schema {schema!r}\n")
         await enqueue_all(app, console)
         worker = app.worker(
             concurrency=8,  # up to 8 jobs at once per queue
@@ -283,7 +285,7 @@ async def run_demo(console: Console, url: str, schema: str) -> int:
 def main(database_url: str | None = None, *, schema: str | None = None) -> int:
     """Run the demo; answer the process exit code (0: every job ended as expected)."""
     console = Console(soft_wrap=True)  # long lines wrap in the terminal, not mid-word by rich
-    schema = schema or f"demo_{secrets.token_hex(4)}"
+    schema = schema or DEMO_SCHEMA
     started_here = False
     try:
         if database_url and database_url != os.environ.get(embedded.ENV_URL):
@@ -301,18 +303,18 @@ def main(database_url: str | None = None, *, schema: str | None = None) -> int:
         console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
         return 1
     try:
+        drop_schema(url, schema)  # the last demo's jobs: each run starts afresh
         return asyncio.run(run_demo(console, url, schema))
     except WorkhorseError as error:
         console.print(f"[red]{error.code}[/red]: {error.cause}\nfix: {error.fix}", highlight=False)
         return 1
     except KeyboardInterrupt:
-        console.print("\ninterrupted: the worker was stopped; cleaning up")
+        console.print("\ninterrupted: the worker was stopped")
         return 130
     finally:
-        try:
-            drop_schema(url, schema)
-        except WorkhorseError as error:
-            console.print(f"[yellow]could not drop schema {schema!r}: {error}[/yellow]")
         if started_here:
             embedded.stop()
-            console.print("stopped the embedded PostgreSQL (the demo's own cleanup; its data is kept)")
+            console.print(
+                "stopped the embedded PostgreSQL (the demo's own cleanup; its data is kept, and the "
+                "commands above start it again)"
+            )

@@ -5,15 +5,20 @@ Every entry point resolves its database URL the same way: an explicit argument, 
 
 Lifecycle:
 
-* **Home.** ``./.workhorse/`` (or ``WORKHORSE_HOME``) holds ``data/`` (the cluster), ``server.json``
-  (port and URL), ``postgres.log`` and ``lock``.
+* **Home.** ``WORKHORSE_HOME``, else the nearest ``.workhorse/`` in the current directory or above it
+  (as git finds ``.git``), else ``./.workhorse/`` (where a new one is made). It holds ``data/`` (the
+  cluster), ``server.json`` (port and URL), ``postgres.log`` and ``lock``.
+* **Made only when asked.** ``ensure_started(create=False)`` (and every read-only command of the
+  CLI, through ``creation(allowed=False)``) starts an existing cluster but never runs ``initdb``: a
+  home without one is ``EMBEDDED_NOT_FOUND``, naming the directories searched.
 * **First use.** ``ensure_started()`` takes the file lock, runs ``initdb`` (into a scratch directory
   renamed into place, so a half-made cluster is never mistaken for a real one), picks a free TCP
   port once, records it in ``server.json`` and starts the server with ``pg_ctl``.
 * **Reuse.** Later calls, from any process that resolves the same home, find the server accepting
   connections and return the same URL. The lock makes racing processes start it exactly once.
 * **Stop.** The server outlives the processes that started it; only ``stop()`` ends it. Nothing here
-  ever deletes the cluster.
+  ever deletes the cluster. A server kept away (below) whose home was removed is an orphan:
+  ``stop_orphans()`` (run by every ``workhorse db`` command) stops it.
 
 This is a development and test server: ``fsync``, ``synchronous_commit`` and ``full_page_writes`` are
 off, so a machine crash (not a process crash) can lose or corrupt its data. Point
@@ -64,6 +69,19 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from filelock import FileLock, Timeout
 
+# The home, creation and orphans live in embedded_home; their names are this module's API too (__all__).
+from workhorse.embedded_home import (
+    AWAY_ROOT,
+    ENV_HOME,
+    ENV_URL,
+    HOME_NAME,
+    _create_allowed,
+    _not_found,
+    creation,
+    home_dir,
+    orphans,
+    stop_orphans,
+)
 from workhorse.embedded_pid import clear_stale_pidfile as _clear_stale_pidfile
 from workhorse.embedded_pid import is_postmaster as _is_postmaster
 from workhorse.embedded_pid import recorded_pid as _recorded_pid
@@ -72,13 +90,28 @@ from workhorse.errors import EmbeddedServerError
 if TYPE_CHECKING:
     import pwd
 
-ENV_URL = "WORKHORSE_DATABASE_URL"
-ENV_HOME = "WORKHORSE_HOME"
+__all__ = [
+    "AWAY_ROOT",
+    "ENV_HOME",
+    "ENV_URL",
+    "HOME_NAME",
+    "PGSERVER_PACKAGE",
+    "SYSTEM_ROOTS",
+    "creation",
+    "ensure_started",
+    "find_binaries",
+    "home_dir",
+    "orphans",
+    "resolve_database_url",
+    "restart",
+    "status",
+    "stop",
+    "stop_orphans",
+]
+
 # Where find_binaries() looks after PATH; module constants so tests can point them elsewhere.
 PGSERVER_PACKAGE = "pgserver"
 SYSTEM_ROOTS: tuple[Path, ...] = (Path("/usr/lib/postgresql"),)
-# Where root keeps the clusters of homes the server user cannot traverse (see the module docstring).
-AWAY_ROOT = Path("/var/lib/workhorse")
 
 _BINARIES = ("initdb", "pg_ctl", "postgres")
 _HOST = "127.0.0.1"
@@ -87,12 +120,6 @@ _SETTINGS = "-c max_connections=200 -c fsync=off -c synchronous_commit=off -c fu
 _Info = dict[str, Any]
 _NOT_RUN = shutil.ignore_patterns("include")  # headers: not needed to run a server
 _Done = subprocess.CompletedProcess[str]
-
-
-def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
-    """The embedded server's home: ``home``, else ``$WORKHORSE_HOME``, else ``./.workhorse``."""
-    raw = home if home is not None else os.environ.get(ENV_HOME) or Path.cwd() / ".workhorse"
-    return Path(raw).expanduser().resolve()
 
 
 def find_binaries(*, copy_away: bool = False) -> Path:
@@ -138,12 +165,13 @@ def find_binaries(*, copy_away: bool = False) -> Path:
 
 def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike[str] | None = None) -> str:
     """The explicit URL, else ``$WORKHORSE_DATABASE_URL``, else the embedded server (started if
-    needed). The first time a process falls back to the embedded server it says so on stderr, once:
-    a shell without the variable must never write to another database unknowingly."""
+    needed; created too unless within ``creation(allowed=False)``). The first time a process falls
+    back to the embedded server it says so on stderr, once: a shell without the variable must never
+    write to another database unknowingly."""
     url = explicit or os.environ.get(ENV_URL)
     if url:
         return url
-    url = ensure_started(home)
+    url = ensure_started(home, create=_create_allowed.get())
     where = home_dir(home)
     if where not in _announced:
         _announced.add(where)
@@ -160,13 +188,17 @@ def resolve_database_url(explicit: str | None = None, *, home: str | os.PathLike
 _announced: set[Path] = set()  # the homes this process has said it uses
 
 
-def ensure_started(home: str | os.PathLike[str] | None = None) -> str:
-    """Start the home's server unless it already runs (initialising it on first use); return its URL."""
+def ensure_started(home: str | os.PathLike[str] | None = None, *, create: bool = True) -> str:
+    """Start the home's server unless it already runs (initialising it on first use, unless
+    ``create`` is false: then a home without a cluster is ``EMBEDDED_NOT_FOUND``); return its URL."""
     h = home_dir(home)
     info = _read_info(h)
     user = _server_user()
-    if info is not None and (place := _existing(h, user)) is not None and _serving(info["port"], place / "data"):
+    place = _existing(h, user)
+    if info is not None and place is not None and _serving(info["port"], place / "data"):
         return _url(info["port"])
+    if place is None and not create:
+        raise _not_found(h, home)
     h.mkdir(parents=True, exist_ok=True)
     with _locked(h):
         info = _read_info(h)  # another process may have started it while we waited

@@ -1,4 +1,5 @@
-"""Job ids: UUIDv7 (RFC 9562) so new rows land at the right-hand edge of the primary-key index."""
+"""Job ids: UUIDv7 (RFC 9562) so new rows land at the right-hand edge of the primary-key index,
+and their short form (``short_id``): 12 hex digits a person can read and type."""
 
 from __future__ import annotations
 
@@ -7,11 +8,30 @@ import random
 import threading
 import time
 
+# A job's short form (``short_id``), 12 hex digits of its id: the low 24 bits of its millisecond
+# (6), its counter within that millisecond (3) and 12 of its random bits (3). Jobs made together
+# share their leading digits (the millisecond's high bits), never all of these: one process never
+# repeats a counter in a millisecond, two processes share one with odds of about 1 in 2,000, and
+# then the random digits with 1 in 4,096. A lookup (admin_sql.SHORT_ID_LOOKUP) probes one range
+# of the primary key per 2**24 ms (4.7 hours) the table spans, so a short id needs no index of its
+# own (which every claim and settle would write); one that names two jobs is refused as
+# ambiguous, naming both.
+SHORT_ID_DIGITS = 12
+SHORT_ID_PERIODS = 20_000  # 4.7-hour periods a lookup probes at most, newest first: about 10 years
+
 _lock = threading.Lock()
 _random = random.Random(os.urandom(16))  # uniqueness, not secrecy: seeded from the OS
 os.register_at_fork(after_in_child=lambda: _random.seed(os.urandom(16)))  # a child never repeats its parent
 _last_ms = 0
 _counter = 0
+
+
+def short_id(job_id: str) -> str:
+    """A job's short form (``a3e7b24c1f0d``): the low 24 bits of its millisecond, its counter and
+    12 random bits, from its id ``tttttttt-tttt-7ccc-vrrr-rrrrrrrrrrrr``. Every command that takes
+    a job id takes it; ``--json`` keeps the whole id."""
+    digits = job_id.replace("-", "").lower()
+    return digits[6:12] + digits[13:16] + digits[17:20]
 
 
 def new_job_id() -> str:

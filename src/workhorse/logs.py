@@ -5,7 +5,9 @@ A worker logs one line per attempt's outcome at INFO (``workhorse.worker``; its 
 a hand-back by a drain and a lost lease at WARNING. Those records, and every record of a body's
 ``ctx.logger``, carry ``JOB_FIELDS`` as attributes (``extra``): the ``json`` format writes them
 as keys of their own, so a log shipper reads a line without a parser of ours; the ``text`` format
-appends them to a body's own lines (the worker's lines name them in the message already).
+appends them to a body's own lines (the worker's lines name them in the message already). A
+message names a job by its short id (``workhorse.ids.short_id``, as ``ls`` prints it); the
+``job_id`` field is the whole id.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import logging
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from workhorse.ids import short_id
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[str, ...] = ("text", "json")
@@ -52,7 +56,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         if record.name.startswith("workhorse.job.") and hasattr(record, "job_id"):
-            line += f"  [job {record.job_id} attempt {getattr(record, 'attempt', '?')}]"
+            line += f"  [job {short_id(str(record.job_id))} attempt {getattr(record, 'attempt', '?')}]"
         return line
 
 

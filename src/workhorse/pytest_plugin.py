@@ -5,17 +5,25 @@ Fixtures:
 - ``app``: an App on the memory driver, with a movable clock (``workhorse.testing.drain`` moves
   it). With ``workhorse_app = myproject.jobs:app`` in your pytest ini (or your own
   ``workhorse_app`` fixture answering your App), it is YOUR app, switched to a fresh memory driver
-  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``.
+  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``. Any
+  other App that would reach a real database meanwhile is refused (``TEST_APP_UNBOUND``, naming
+  the ini line that fixes it): it is not bound automatically, since the test holds the fixture's
+  App, and enqueueing through the other one would not be seen there.
 - ``pg_app``: the same app (or a fresh one) on a fresh schema of a real PostgreSQL
   (``WORKHORSE_DATABASE_URL``, else the embedded server), migrated, dropped after the test.
 - ``workhorse_clock``: the ``Clock`` of ``app``'s memory driver.
 
 A ``conftest.py`` fixture of the same name wins over these (pytest's usual rule), so a project with
 its own ``app`` fixture keeps it and can still use ``workhorse_app``.
+
+A test session that started the embedded server (``pg_app`` without ``WORKHORSE_DATABASE_URL``)
+stops it when it ends (with pytest-xdist, the controller does, after every worker finished); a
+server that was already running is left running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,6 +39,36 @@ INI = "workhorse_app"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(INI, "module:attribute of the App the workhorse fixtures `app` and `pg_app` switch (optional)")
+
+
+_RUNNING_AT_START = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _embedded_in_use(session.config):
+        from workhorse import embedded
+        from workhorse.errors import WorkhorseError
+
+        with contextlib.suppress(WorkhorseError):  # no server user (root): nothing could start one
+            session.config.stash[_RUNNING_AT_START] = bool(embedded.status()["running"])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the embedded server this session started: a test run leaves no server behind."""
+    if _embedded_in_use(session.config) and session.config.stash.get(_RUNNING_AT_START, True) is False:
+        from workhorse import embedded
+
+        embedded.stop()
+
+
+def _embedded_in_use(config: pytest.Config) -> bool:
+    """Whether a session may fall back to the embedded server, and this process is the one that
+    sees the session whole (not a pytest-xdist worker, whose siblings may still use the server)."""
+    import os
+
+    from workhorse.embedded import ENV_URL
+
+    return not os.environ.get(ENV_URL) and not hasattr(config, "workerinput")
 
 
 @pytest.fixture
@@ -51,18 +89,21 @@ def workhorse_clock(app: App) -> Clock:
     return clock_of(app)
 
 
+# The Apps a test may let reach a database while the `app` fixture guards it (pg_app adds its own).
+_ALLOWED: set[App] = set()
+
+
 @pytest.fixture
 def app(workhorse_app: App | None) -> Iterator[App]:
+    """An App on the memory driver. While the test runs, any other App that would reach a real
+    database (a job handle of your module's App, when ``workhorse_app`` is not set) is refused with
+    ``TEST_APP_UNBOUND``, saying how to name it (``workhorse.testing.database_guard``)."""
     from workhorse.app import App
-    from workhorse.testing import memory
+    from workhorse.testing import database_guard, memory
 
-    if workhorse_app is None:
-        fresh = App(driver="memory")
-        with memory(fresh):
-            yield fresh
-        return
-    with memory(workhorse_app):
-        yield workhorse_app
+    target = workhorse_app if workhorse_app is not None else App(driver="memory")
+    with memory(target), database_guard(_ALLOWED):
+        yield target
 
 
 @pytest.fixture
@@ -75,10 +116,12 @@ def pg_app(workhorse_app: App | None) -> Iterator[App]:
     schema = f"wh_test_{uuid.uuid4().hex[:12]}"
     target = workhorse_app if workhorse_app is not None else App(url, schema=schema)
     saved = _point(target, url, schema)
+    _ALLOWED.add(target)
     try:
         target.migrate_sync()
         yield target
     finally:
+        _ALLOWED.discard(target)
         _restore(target, saved)
         drop_schema(url, schema)
 

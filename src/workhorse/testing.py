@@ -15,6 +15,9 @@
 - ``with memory(app) as clock:`` switches an existing app (declared at import time on Postgres) to
   a fresh memory driver with a ``Clock`` you can ``advance``; the app's own driver comes back after.
   ``App(driver="memory")`` apps need no switch.
+- ``with database_guard(allowed):`` refuses (``TEST_APP_UNBOUND``) any App but the ``allowed``
+  ones that would reach a database: the plugin's ``app`` fixture runs each test inside it, so a
+  job handle of your real App is refused instead of writing to your database.
 
 The pytest plugin (``workhorse.pytest_plugin``, entry point ``workhorse``) builds fixtures on these.
 """
@@ -264,6 +267,50 @@ async def _next_due(app: App) -> datetime | None:
     far = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
     times = [t for t in times if t < far]  # a wait with no timeout
     return min(times) if times else None
+
+
+@contextlib.contextmanager
+def database_guard(allowed: set[App]) -> Iterator[None]:
+    """Within the block, an App not in ``allowed`` that would reach a database (not on the memory
+    driver) is refused with ``TEST_APP_UNBOUND``, naming where it is declared and how to give it
+    to the fixtures. Add to ``allowed`` inside the block (``pg_app`` does)."""
+    from workhorse import app as app_module
+
+    def refuse(app: App) -> None:
+        if app in allowed:
+            return
+        where = _declared_at(app)
+        spec = where or "myproject.jobs:app"
+        raise ConfigurationError(
+            code="TEST_APP_UNBOUND",
+            cause=f"this test runs on the `app` fixture (a fresh App on the memory driver), but used the App "
+            f"{'declared at ' + where if where else '(schema ' + repr(app.schema) + ')'}, which is on a real "
+            "database: a job handle (or a call) of that App would write there, not to the test's memory",
+            fix=f"point the fixtures at it: workhorse_app = {spec}   # in [pytest] of pytest.ini, or "
+            "[tool.pytest.ini_options] of pyproject.toml; or define a `workhorse_app` fixture returning it",
+        )
+
+    saved, app_module._database_guard = app_module._database_guard, refuse
+    try:
+        yield
+    finally:
+        app_module._database_guard = saved
+
+
+def _declared_at(app: App) -> str | None:
+    """``module:attribute`` of a module-level name bound to ``app`` (as ``--app`` spells it), if any."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if module is None or name in ("workhorse", "__main__") or name.startswith(("workhorse.", "_")):
+            continue
+        try:
+            found = next((attribute for attribute, value in list(vars(module).items()) if value is app), None)
+        except TypeError:  # an object in sys.modules without a __dict__
+            continue
+        if found is not None:
+            return f"{name}:{found}"
+    return None
 
 
 @contextlib.contextmanager

@@ -10,11 +10,13 @@ from types import ModuleType
 import psycopg
 import pytest
 from bfkit import ROWS, context, items, passes, table
+from click.testing import CliRunner
 
 from workhorse import App
 from workhorse import backfill as bf
 from workhorse.backfill import BackfillError
 from workhorse.backfill.passes import run_pass
+from workhorse.cli import cli
 
 
 def _error(info: pytest.ExceptionInfo[BackfillError], code: str) -> BackfillError:
@@ -217,7 +219,7 @@ def test_every_ledger_statement_prepares(bfapp: ModuleType, database_url: str, s
     names = [n for n, v in vars(sql).items() if n.isupper() and isinstance(v, str) and "{table}" not in v]
     names.remove("LEDGER_COLUMNS")
     names.remove("IDLE_IN_BATCH")  # a SET (not preparable): test_a_batch_left_idle_... reads it back
-    assert len(names) == 14
+    assert len(names) == 15
 
     def numbered(text: str) -> str:
         params: dict[str, int] = {}
@@ -289,3 +291,67 @@ async def test_a_batch_left_idle_in_its_transaction_is_ended_by_the_server(bfapp
     async with open_ledger(bfapp.app.database_url, bfapp.app.schema) as ledger:
         cur = await ledger.conn.execute("show idle_in_transaction_session_timeout")
         assert await cur.fetchone() == ("1min",)
+
+
+def _bare(bfapp: ModuleType, schema: str, *, counts: bool) -> None:
+    """``bare-cursor``: the pinned form, a bare cursor, 30 rows a batch; with ``counts`` false the
+    batch turns the server's counting off for its transaction (track_counts, as a server may run)."""
+
+    @bfapp.app.backfill("bare-cursor", tenant="none", batch_size=30)
+    async def bare_cursor(conn: psycopg.AsyncConnection[object], cursor: int | None, limit: int) -> int | None:
+        if not counts:
+            await conn.execute("set local track_counts = off")
+        cur = await conn.execute(
+            f"with b as (select id from {schema}.items where id > %s order by id limit %s) "  # type: ignore[arg-type]
+            f"update {schema}.items as i set slug = 'bare-' || i.id from b where i.id = b.id returning i.id",
+            (cursor or 0, limit),
+        )
+        ids = [row[0] for row in await cur.fetchall()]  # type: ignore[index]
+        return max(ids) if ids else None
+
+
+async def test_a_bare_cursor_pass_counts_the_rows_it_wrote(bfapp: ModuleType, database_url: str, schema: str) -> None:
+    """Issue 29: the pinned form (a bare cursor) no longer records `rows 0` for a pass that updated
+    every row: the pass counts what the function wrote in the batch's transaction."""
+    _bare(bfapp, schema, counts=True)
+    dry = await bf.dry_run(bfapp.app, "bare-cursor", batches=2)
+    assert [b["rows"] for b in dry.batches] == [30, 30] and dry.rows == 60
+    started = await bf.start(bfapp.app, "bare-cursor")
+    await _work(bfapp)
+    [row] = [p for p in passes(database_url, schema) if p["name"] == "bare-cursor"]
+    assert row["status"] == "completed" and row["rows"] == ROWS and row["batches"] == 5
+    job = await bfapp.app.get_job(started.job_id)
+    assert job is not None and job.progress is not None
+    assert job.progress["message"] == f"{ROWS:,} rows in 5 batches (no count declared: total unknown)"
+    [status] = [s for s in await bf.status(bfapp.app) if s.backfill.name == "bare-cursor"]
+    assert status.to_dict()["latest"]["rows"] == ROWS
+    await bfapp.app.close()
+    shown = await asyncio.to_thread(_cli, "ls")  # the command line runs its own event loop
+    assert any("bare-cursor" in line and f" {ROWS} " in f" {line} " for line in shown.splitlines()), shown
+
+
+async def test_rows_no_one_counted_are_not_reported_never_zero(
+    bfapp: ModuleType, database_url: str, schema: str
+) -> None:
+    _bare(bfapp, schema, counts=False)
+    dry = await bf.dry_run(bfapp.app, "bare-cursor", batches=1)
+    assert dry.batches[0]["rows"] is None and dry.rows is None
+    started = await bf.start(bfapp.app, "bare-cursor")
+    await _work(bfapp)
+    [row] = [p for p in passes(database_url, schema) if p["name"] == "bare-cursor"]
+    assert row["status"] == "completed" and row["rows"] is None and row["batches"] == 5
+    job = await bfapp.app.get_job(started.job_id)
+    assert job is not None and job.progress is not None
+    assert job.progress["message"] == "5 batches (rows: not reported)"
+    [status] = [s for s in await bf.status(bfapp.app) if s.backfill.name == "bare-cursor"]
+    assert status.to_dict()["latest"]["rows"] is None
+    await bfapp.app.close()
+    shown = await asyncio.to_thread(_cli, "ls")  # the command line runs its own event loop
+    assert any("bare-cursor" in line and "not reported" in line for line in shown.splitlines()), shown
+    assert "rows: not reported in 1 batches" in await asyncio.to_thread(_cli, "run", "bare-cursor", "--batches", "1")
+
+
+def _cli(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["--app", "bfapp:app", "backfill", *args], env={"COLUMNS": "200"}, color=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout

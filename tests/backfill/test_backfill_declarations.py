@@ -112,7 +112,7 @@ def test_the_environment_defaults_to_development(monkeypatch: pytest.MonkeyPatch
 def test_a_cursor_that_is_not_json_is_refused() -> None:
     backfill = App(driver="memory").backfill("ok", tenant="none")(noop)
     assert backfill.step(Batch([1, "a"], rows=3)) == ([1, "a"], 3)
-    assert backfill.step(7) == (7, 0) and backfill.step(None) == (None, 0)
+    assert backfill.step(7) == (7, None) and backfill.step(None) == (None, None)  # a bare cursor reports no rows
     with pytest.raises(WorkhorseError) as info:
         backfill.step(object())
     assert info.value.code == "BACKFILL_CURSOR_INVALID"

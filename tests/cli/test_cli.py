@@ -17,6 +17,7 @@ from clikit import HERE, UNKNOWN_ID, as_json, invoke, refused
 
 from workhorse._db.migrate import available
 from workhorse.cli import cli
+from workhorse.ids import short_id
 
 PINNED_KEYS = {
     "id",
@@ -93,14 +94,15 @@ def test_ls_filters(database_url: str, schema: str, cliapp: ModuleType) -> None:
     assert as_json(none) == {"jobs": [], "next": None, "prev": None}
 
 
-def test_ls_human_shows_whole_ids_and_the_next_page(database_url: str, schema: str, cliapp: ModuleType) -> None:
+def test_ls_human_shows_short_ids_and_the_next_page(database_url: str, schema: str, cliapp: ModuleType) -> None:
     refs = [cliapp.add.enqueue_sync({"a": i, "b": 1}) for i in range(3)]
     delayed = cliapp.add.enqueue_sync({"a": 9, "b": 9}, delay="1h")
 
     result = CliRunner().invoke(cli, ["--schema", schema, "ls", "--limit", "3"], env={"COLUMNS": "200"}, color=False)
     assert result.exit_code == 0, result.output
-    assert delayed.id in result.stdout
-    assert refs[2].id in result.stdout and refs[1].id in result.stdout
+    rows = result.stdout.splitlines()[1:4]  # the short form every command takes (issue 29)
+    assert [row.split()[0] for row in rows] == [short_id(r.id) for r in (delayed, refs[2], refs[1])]
+    assert delayed.id not in result.stdout
     assert "delayed" in result.stdout and "in 59m" in result.stdout
     assert f"next page: workhorse --schema {schema} ls --limit 3 --after {refs[1].id}" in result.stdout
 
@@ -152,7 +154,7 @@ def test_cancel_then_requeue_then_rm(database_url: str, schema: str, cliapp: Mod
 
     requeued = invoke(database_url, schema, "requeue", ref.id)
     assert requeued.exit_code == 0, requeued.output
-    assert requeued.stdout.startswith(f"requeued {ref.id} (cli.add)")
+    assert requeued.stdout.startswith(f"requeued {short_id(ref.id)} (cli.add)")
 
     removed = invoke(database_url, schema, "rm", ref.id, "--json")
     assert removed.exit_code == 0, removed.output
@@ -169,7 +171,7 @@ def test_promote_makes_a_delayed_job_due(database_url: str, schema: str, cliapp:
     assert result.exit_code == 0, result.output
     assert as_json(result)["state"] == "ready"
     human = invoke(database_url, schema, "cancel", ref.id)
-    assert human.stdout.startswith(f"cancelled {ref.id} (cli.add)")
+    assert human.stdout.startswith(f"cancelled {short_id(ref.id)} (cli.add)")
 
 
 def test_verbs_refuse_by_state(database_url: str, schema: str, cliapp: ModuleType) -> None:

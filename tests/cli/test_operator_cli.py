@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from clikit import UNKNOWN_ID, as_json, human, invoke, refused, refused_human
 
 from workhorse.cli import cli
+from workhorse.ids import short_id
 
 
 def work(queue: str) -> None:
@@ -323,7 +324,7 @@ def test_one_job_verbs_still_take_an_id(database_url: str, schema: str, cliapp: 
     requeued = invoke(database_url, schema, "requeue", dead, "--json")
     assert as_json(requeued)["state"] == "ready"
     cancelled = human(schema, "cancel", dead)
-    assert cancelled.stdout.startswith(f"cancelled {dead} (cli.boom)")
+    assert cancelled.stdout.startswith(f"cancelled {short_id(dead)} (cli.boom)")
     removed = invoke(database_url, schema, "rm", dead, "--json")
     assert as_json(removed)["removed"]["id"] == dead
     refused(invoke(database_url, schema, "promote", dead, "--json"), "JOB_NOT_FOUND")
@@ -499,3 +500,24 @@ def test_ls_and_stats_mark_names_the_app_does_not_declare(database_url: str, sch
         "__main__.hello": False,
         "cli.add": False,
     }
+
+
+# -- search (issue 29) ----------------------------------------------------------------------------
+
+
+def test_ls_searches_a_payload_field_and_an_errors_text(database_url: str, schema: str, cliapp: ModuleType) -> None:
+    refs = [cliapp.add.enqueue_sync({"a": i, "b": {"c": i % 2}}) for i in range(4)]
+    dead = dead_jobs(cliapp, 2)
+    assert listed(database_url, schema, "--payload", "a=2") == [refs[2].id]
+    assert listed(database_url, schema, "--payload", "b.c=1") == [refs[3].id, refs[1].id]
+    assert listed(database_url, schema, "--payload", '{"a": 3}') == [refs[3].id]
+    assert listed(database_url, schema, "--error", "REFUSED 1") == [dead[1]]
+    assert listed(database_url, schema, "--error", "refused", "--state", "dead") == dead[::-1]
+    document = as_json(invoke(database_url, schema, "ls", "--json", "--error", "refused"))
+    assert document["scanned"] == 2  # only the jobs that ever failed are walked (jobs_errored_idx)
+    refused(invoke(database_url, schema, "ls", "--payload", "nonsense", "--json"), "SEARCH_INVALID")
+    view = human(schema, "ls", "--payload", "a=2")
+    assert view.exit_code == 0 and short_id(refs[2].id) in view.stdout
+    assert "searched 6 jobs (at most 10,000 a page)" in view.stdout
+    none = human(schema, "ls", "--error", "no such text")
+    assert none.stdout.startswith("no jobs match\nsearched 2 jobs")

@@ -18,6 +18,7 @@ from browserkit import Served, browser_page, need_browser
 from dashkit import HOSTILE, declare
 
 from workhorse import App
+from workhorse.ids import short_id
 
 TOKEN = "browser-token-42"
 DOCS = Path(__file__).parents[2] / "docs"
@@ -63,7 +64,7 @@ def test_overview_filter_job_requeue_and_see_it_run(served: tuple[Served, dict[s
         page.wait_for_url(re.compile(r"/jobs\?state=dead&queue=emails"))
         rows = page.locator("table.jobs tbody tr")
         assert rows.count() == 1
-        rows.first.get_by_role("link", name=job_id).click()
+        rows.first.get_by_role("link", name=short_id(job_id)).click()  # the short id links to the whole one
         page.wait_for_url(re.compile(f"/jobs/{job_id}$"))
         assert "provider down" in page.locator(".attempt").first.inner_text()
         assert "TerminalError" in page.locator("pre.trace").first.inner_text()

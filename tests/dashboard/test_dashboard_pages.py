@@ -11,12 +11,18 @@ from dashkit import ORIGIN, client, csrf_of, declare, refusal_code
 
 from workhorse import App
 from workhorse.dashboard import make_asgi_app
+from workhorse.ids import short_id
 
 POST = {"origin": ORIGIN}
 
 
 def ids_on(html: str) -> list[str]:
-    return re.findall(r'<td class="left mono"><a href="/jobs/([0-9a-f-]{36})">', html)
+    """The whole ids the rows link to; each row shows the short id (issue 29)."""
+    found = re.findall(
+        r'<td class="left mono"><a href="/jobs/([0-9a-f-]{36})" title="[0-9a-f-]{36}">([0-9a-f]{12})</a>', html
+    )
+    assert all(short_id(whole) == short for whole, short in found)
+    return [whole for whole, _ in found]
 
 
 async def test_one_job_shows_its_steps_wait_progress_and_errors(pg_app: App) -> None:
@@ -34,7 +40,10 @@ async def test_one_job_shows_its_steps_wait_progress_and_errors(pg_app: App) -> 
         page = (await http.get(f"/jobs/{dead.id}")).text
         assert "TerminalError: provider down" in page and "Traceback (most recent call last)" in page
         assert ">Requeue</button>" in page and ">Remove</button>" in page and ">Cancel</button>" not in page
-        # A unique prefix of an id goes to the job; a prefix nobody has is JOB_NOT_FOUND.
+        # The short id `ls` and the list print goes to the job (issue 29), as a unique prefix does;
+        # a prefix nobody has is JOB_NOT_FOUND.
+        short = await http.get(f"/jobs/{short_id(dead.id)}")
+        assert short.status_code == 303 and short.headers["location"] == f"/jobs/{dead.id}"
         short = await http.get(f"/jobs/{dead.id[:13]}")
         assert short.status_code == 303 and short.headers["location"] == f"/jobs/{dead.id}"
         missing = await http.get("/jobs/0000ffff")

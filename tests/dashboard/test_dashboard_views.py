@@ -46,8 +46,12 @@ def test_the_jobs_filters_read_as_ls_reads_its_options() -> None:
         "id_prefix": "0190",
         "created_from": NOW - timedelta(hours=2),
         "created_to": None,
+        "payload": None,
+        "error": None,
         "limit": PAGE_SIZE,
     }
+    searching = job_filters({"payload": "customer.id=7", "error": " timed out "}).list_arguments()
+    assert (searching["payload"], searching["error"]) == ({"customer": {"id": 7}}, "timed out")
     assert f.query(after="x") == {
         "state": "dead",
         "queue": "emails",

@@ -21,6 +21,7 @@ from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import jobs as sql
 from workhorse.drivers.base import BulkFilter, Settlement
 from workhorse.drivers.postgres import PostgresDriver, jobs_channel
+from workhorse.ids import SHORT_ID_PERIODS, short_id
 
 ROWS = 200_000
 
@@ -92,6 +93,10 @@ def admin_statements() -> list[tuple[str, str]]:
         shapes += [[f] for f in every if f not in ("after", "before")]
         for shape in shapes:
             found.append((f"list_page({'+'.join(shape)}, {cursor})", admin_sql.list_page(shape, backwards=backwards)))
+        for searches in (["payload"], ["error"], list(admin_sql.SEARCH_FILTERS)):
+            for shape in ([], [cursor], [f for f in every if f not in ("after", "before")] + [cursor]):
+                text = admin_sql.search_page(shape, searches, backwards=backwards)
+                found.append((f"search_page({'+'.join(shape)}; {'+'.join(searches)}, {cursor})", text))
     return found
 
 
@@ -177,6 +182,44 @@ async def test_the_id_prefix_filter_uses_the_primary_key(pg_app: App, database_u
     assert [j.id for j in (await pg_app.admin.list(id_prefix=some.upper())).jobs] == [some]
 
 
+async def test_a_short_id_is_found_by_a_primary_key_range_a_period(pg_app: App, database_url: str) -> None:
+    """Issue 29: a short id has no index of its own; its lookup probes one jobs_pkey range per
+    4.7-hour period the table spans (here 200,000 jobs over a year: 1,880 periods)."""
+    schema = pg_app.schema
+    year_ms = 365 * 86_400_000
+    with connect(database_url) as conn:
+        conn.execute(
+            q(
+                schema,
+                """
+                insert into {schema}.jobs (id, name, queue, state, payload, max_attempts, run_at)
+                select (left(h, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' || substr(h, 17, 4)
+                        || '-' || right(h, 12))::uuid, 'task', 'default', 'done', '{}'::jsonb, 3, now()
+                from generate_series(1, %(rows)s) as g,
+                     lateral (select (extract(epoch from now()) * 1000)::bigint - g::bigint * %(step)s as ms) as t,
+                     lateral (select lpad(to_hex(t.ms), 12, '0') || '7' || lpad(to_hex(g %% 4096), 3, '0') || '8'
+                                     || substr(md5(g::text), 1, 15) as h) as made
+                """,
+            ),
+            {"rows": ROWS, "step": year_ms // ROWS},
+        )
+        conn.execute(q(schema, "analyze {schema}.jobs"))
+        row = conn.execute(q(schema, "select id::text from {schema}.jobs order by id offset 123456 limit 1")).fetchone()
+        assert row is not None
+        some: str = row[0]
+        tail = short_id(some)
+        params = {"low": tail[:6], "counter": tail[6:9], "rand": tail[9:], "periods": SHORT_ID_PERIODS, "limit": 6}
+        for generic in (False, True):
+            plan = explain(conn, schema, admin_sql.SHORT_ID_LOOKUP, params, generic=generic)
+            assert "Seq Scan" not in plan, (generic, plan)
+            # a range of the key a period, then a lookup a hit; never a walk of the whole key
+            assert re.search(r"using jobs_pkey on jobs candidate\n\s+Index Cond: \(\(id >= ", plan), plan
+            assert re.search(r"Index Scan using jobs_pkey on jobs j\n\s+Index Cond: \(id = ", plan), plan
+    started = time.monotonic()
+    assert await pg_app.admin.resolve(tail) == some
+    assert time.monotonic() - started < 2.0  # generous: 1,880 short primary-key ranges, not 200,000 rows
+
+
 async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, database_url: str) -> None:
     """Worker roles run generic plans, planned once per connection: the settle must look its rows
     up by primary key whether it was planned while nothing ran or while many did (never a pass
@@ -210,6 +253,7 @@ async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, databas
                     "errors": [None] * 20,
                     "delays": [0.0] * 20,
                     "progresses": [None] * 20,
+                    "reasons": [None] * 20,
                     "release": False,
                     "channel": "unused",
                     "settled_channel": "unused",

@@ -16,6 +16,7 @@ from workhorse import App, JobContext, Limits
 from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import series as series_sql
 from workhorse.dashboard import make_asgi_app
+from workhorse.drivers.base import SEARCH_SCAN
 
 ROWS = 1_000_000
 
@@ -114,13 +115,15 @@ def fill(conn: psycopg.Connection[Any], schema: str, rows: int) -> None:
             schema,
             """
             insert into {schema}.jobs (id, name, queue, state, payload, max_attempts, run_at, created_at,
-                                       worker_id, lease_expires_at)
+                                       worker_id, lease_expires_at, last_error)
             select gen_random_uuid(), 'name' || (g %% 10), 'q' || (g %% 8),
-                   s.state, '{}'::jsonb, 3,
+                   s.state, jsonb_build_object('order', g, 'customer', jsonb_build_object('id', g %% 5000)), 3,
                    case when s.state = 'delayed' then now() + interval '1 hour' else now() - interval '1 minute' end,
                    now() - g * interval '10 millisecond',
                    case when s.state = 'running' then 'w-bench' end,
-                   case when s.state = 'running' then now() + interval '1 minute' end
+                   case when s.state = 'running' then now() + interval '1 minute' end,
+                   case when s.state in ('dead', 'failed') then jsonb_build_object(
+                       'type', 'RuntimeError', 'message', 'upstream ' || (g %% 997) || ' refused the call') end
             from generate_series(1, %(rows)s) as g,
                  lateral (select case when g %% 100 < 92 then 'done' when g %% 100 < 95 then 'ready'
                                       when g %% 100 < 97 then 'dead' when g %% 100 < 98 then 'delayed'
@@ -180,3 +183,46 @@ async def test_the_dashboards_statements_are_index_backed_at_a_million_rows(pg_a
     assert len(page.jobs) == 50 and {j.state for j in page.jobs} == {"dead"}
     listing = time.monotonic() - started
     assert refresh < 10 and listing < 10  # generous: the figures themselves are bench/dashboard_bench.py's
+
+
+async def test_a_search_walks_a_bounded_stretch_of_the_primary_key_at_a_million_rows(
+    pg_app: App, database_url: str
+) -> None:
+    """Issue 29: each page of a search walks at most SEARCH_SCAN rows from its cursor, whatever
+    matches: a payload search along jobs_pkey (no index on payloads), an error search along
+    jobs_errored_idx (the jobs that ever failed, migration 020)."""
+    schema = pg_app.schema
+    with psycopg.connect(database_url, autocommit=True, options="-c TimeZone=UTC") as conn:
+        fill(conn, schema, ROWS)
+        scan = {"scan": SEARCH_SCAN, "limit": 50}
+        plans = {
+            "error": explain(
+                conn, schema, admin_sql.search_page(["state"], ["error"], backwards=False),
+                {**scan, "state": "dead", "error_like": "%upstream 7 refused%"},
+            ),
+            "payload": explain(
+                conn, schema, admin_sql.search_page([], ["payload"], backwards=False),
+                {**scan, "payload": '{"customer": {"id": 4242}}'},
+            ),
+            "nothing": explain(
+                conn, schema, admin_sql.search_page(["queue"], ["payload"], backwards=False),
+                {**scan, "queue": "q1", "payload": '{"order": -1}'},
+            ),
+        }  # fmt: skip
+    for what, plan in plans.items():
+        assert "Seq Scan on jobs" not in plan, (what, plan)
+        walked = "jobs_errored_idx" if what == "error" else "jobs_pkey"
+        assert re.search(rf"Index (Only )?Scan Backward using {walked}", plan), (what, plan)
+        # the walk stops at its budget: a rare error, an absent payload: 10,000 rows read, not 1,000,000
+        assert re.search(rf"Limit \(actual rows={SEARCH_SCAN} ", plan), (what, plan)
+
+    timings = {}
+    for what, search in (
+        ("error", {"state": "dead", "error": "upstream 7 refused"}),
+        ("payload", {"payload": {"order": -1}}),
+    ):
+        started = time.monotonic()
+        page = await pg_app.admin.list(limit=50, **search)  # type: ignore[arg-type]
+        timings[what] = time.monotonic() - started
+        assert page.scanned == SEARCH_SCAN and page.next is not None  # the next page searches on
+    assert all(seconds < 10 for seconds in timings.values()), timings  # generous; measured in the report

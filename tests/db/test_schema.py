@@ -164,7 +164,9 @@ async def test_migration_007_keeps_the_rows_and_the_rules(database_url: str, sch
         ).fetchall()
         # 008: the list walks the primary key; no index on created_at is written on every insert.
         # 010: the purge's finished rows; 011: the stats' dead and failed counts, index-only.
+        # 020: the jobs that ever failed, for an error search.
         assert {name for (name,) in indexes} == {
+            "jobs_errored_idx",
             "jobs_pkey",
             "jobs_due_idx",
             "jobs_later_idx",

@@ -244,9 +244,49 @@ def test_find_binaries_prefers_highest_system_version(monkeypatch: pytest.Monkey
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_find_binaries_uses_pgserver_first() -> None:
-    pytest.importorskip("pgserver")
-    assert embedded.find_binaries().parts[-3:] == ("pgserver", "pginstall", "bin")
+def _fake_install(bin_dir: Path) -> Path:
+    bin_dir.mkdir(parents=True)
+    for name in ("initdb", "pg_ctl", "postgres"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_find_binaries_uses_pgserver_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pgserver install the server user can reach wins over PATH and the system's (issue 29: the
+    test no longer depends on where this checkout's .venv lives)."""
+    base = Path(tempfile.mkdtemp(prefix="workhorse-bins-", dir="/tmp"))
+    base.chmod(0o755)  # reachable by the server user when we are root
+    try:
+        package = base / "site" / "workhorse_fake_pgserver"
+        bins = _fake_install(package / "pginstall" / "bin")
+        (package / "__init__.py").write_text("")
+        on_path = _fake_install(base / "path")
+        _fake_install(base / "system" / "16" / "bin")
+        monkeypatch.syspath_prepend(str(base / "site"))
+        monkeypatch.setattr(embedded, "PGSERVER_PACKAGE", "workhorse_fake_pgserver")
+        monkeypatch.setattr(embedded, "SYSTEM_ROOTS", (base / "system",))
+        monkeypatch.setenv("PATH", str(on_path))
+        assert embedded.find_binaries() == bins
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_find_binaries_takes_the_real_pgserver_only_where_the_server_user_reaches_it() -> None:
+    """The installed pgserver, if any: chosen when the server user can traverse its path, else passed
+    over (as root, from a checkout under a 0700 directory) for the next candidate, never refused."""
+    pgserver = pytest.importorskip("pgserver")
+    bins = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    user = embedded._server_user()
+    reachable = user is None or embedded._traversable(bins, user)
+    if reachable:
+        assert embedded.find_binaries() == bins
+        return
+    try:
+        found: Path | None = embedded.find_binaries()
+    except EmbeddedServerError:  # nothing else installed: refused, naming the one passed over
+        found = None
+    assert found != bins
 
 
 def test_resolve_database_url_order(
@@ -272,7 +312,8 @@ def test_resolve_database_url_order(
 def test_home_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("WORKHORSE_HOME", raising=False)
-    assert embedded.home_dir() == tmp_path.resolve() / ".workhorse"
+    if not any((parent / ".workhorse").is_dir() for parent in tmp_path.resolve().parents):  # else found upward
+        assert embedded.home_dir() == tmp_path.resolve() / ".workhorse"
     monkeypatch.setenv("WORKHORSE_HOME", "from-env")
     assert embedded.home_dir() == tmp_path.resolve() / "from-env"
     assert embedded.home_dir("arg") == tmp_path.resolve() / "arg"
@@ -441,6 +482,14 @@ def test_demo_runs_as_root_from_an_untraversable_directory() -> None:
         assert f"its data kept in {embedded._away(h) / 'data'}" in done.stderr  # it says where
         assert embedded.status(h)["running"] is False  # the demo stops the server it started
         assert mode(cwd) == 0o700
+        # the first command it suggests shows its dead job (issue 29), from the same directory
+        advice = "workhorse --schema workhorse_demo ls --state dead"
+        assert advice in done.stdout
+        listed = subprocess.run(
+            [*command, *advice.split()[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert "charge_card" in listed.stdout and "dead" in listed.stdout
     finally:
         forget(h)
         shutil.rmtree(cwd)

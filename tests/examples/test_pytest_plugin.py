@@ -10,6 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psycopg
+
+from workhorse import App
+
 JOBS = """
 from pydantic import BaseModel
 from workhorse import App, JobContext, Retry
@@ -80,3 +84,58 @@ def test_the_plugin_fixtures_in_a_users_project(tmp_path: Path, database_url: st
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "4 passed" in done.stdout
+
+
+UNBOUND_TESTS = """
+import pytest
+from myjobs import Welcome, app as declared, welcome
+from workhorse import WorkhorseError
+from workhorse.testing import enqueued
+
+
+async def test_a_handle_of_my_real_app_is_refused(app):
+    assert app is not declared and app.is_memory  # no workhorse_app in the ini: a fresh App
+    with pytest.raises(WorkhorseError) as caught:
+        await welcome.enqueue(Welcome(user_id=7))
+    print("REFUSED", caught.value.code, "|", caught.value.cause, "|", caught.value.fix)
+    assert await enqueued(app) == []
+
+
+def test_the_sync_enqueue_too(app):
+    with pytest.raises(WorkhorseError) as caught:
+        welcome.enqueue_sync(Welcome(user_id=8))
+    assert caught.value.code == "TEST_APP_UNBOUND"
+
+
+async def test_pg_app_still_reaches_its_schema(app, pg_app):
+    assert pg_app is not declared
+    assert await enqueued(pg_app) == []
+
+
+def test_after_the_fixture_the_real_app_is_mine_again():
+    assert not declared.is_memory
+"""
+
+
+def test_the_app_fixture_refuses_a_handle_of_another_app(tmp_path: Path, database_url: str, schema: str) -> None:
+    """Issue 29: without `workhorse_app` in the ini, a test on the `app` fixture that enqueues
+    through the module's real App is refused (TEST_APP_UNBOUND, naming the ini line to add) and
+    writes nothing to the real database (which, migrated, would have taken the job)."""
+    (tmp_path / "myjobs.py").write_text(textwrap.dedent(JOBS).replace('schema="myproject"', f'schema="{schema}"'))
+    (tmp_path / "test_jobs.py").write_text(textwrap.dedent(UNBOUND_TESTS))
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    App(database_url, schema=schema).migrate_sync()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "WORKHORSE_DATABASE_URL": database_url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "4 passed" in done.stdout
+    refusal = next(line for line in done.stdout.splitlines() if "REFUSED" in line)
+    assert "REFUSED TEST_APP_UNBOUND | " in refusal
+    assert "declared at myjobs:app" in refusal and "workhorse_app = myjobs:app" in refusal
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute(f"select count(*) from {schema}.jobs").fetchone() == (0,)  # type: ignore[arg-type]

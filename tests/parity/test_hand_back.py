@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import datetime
 
 from workhorse import App, JobContext
 
@@ -37,6 +38,35 @@ async def test_an_async_body_hands_its_run_back_when_the_drain_begins(app: App) 
     assert job is not None and (job.state, job.attempt) == ("ready", 0)
     assert stats.interrupted == 1 and stats.retried == 0 and stats.failed == 0
     assert 0 < len(units) < 10_000
+    # the hand-back leaves a trace on the job: when, which worker, why, which attempt (issue 29)
+    handed = job.handed_back
+    assert handed is not None and job.to_dict()["handed_back"] == handed
+    assert (handed["worker"], handed["attempt"]) == (worker.id, 1)
+    assert handed["reason"] == "its worker drained and the body handed itself back (ctx.hand_back())"
+    at = datetime.fromisoformat(handed["at"])
+    assert at.tzinfo is not None and abs((at - job.updated_at).total_seconds()) < 1
+    assert job.claims == 1  # ran once, no attempt spent: `show` says so
+
+
+async def test_a_drains_cut_off_is_recorded_on_the_job(app: App) -> None:
+    started = asyncio.Event()
+
+    @app.job(tenant="none")
+    async def stubborn(ctx: JobContext, payload: None) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    ref = await stubborn.enqueue(None)
+    worker = app.worker(drain_timeout="200ms", handle_signals=False)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    await worker.stop()
+    await task
+    job = await app.get_job(ref.id)
+    assert job is not None and (job.state, job.attempt) == ("ready", 0)
+    assert job.handed_back is not None and job.handed_back["worker"] == worker.id
+    assert "did not end within the drain timeout" in job.handed_back["reason"]
+    assert job.last_error is None and job.errors == []  # a hand-back is no failure
 
 
 async def test_a_sync_body_hands_its_run_back_too(app: App) -> None:

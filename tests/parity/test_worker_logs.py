@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from workhorse import App, JobContext, Retry, TerminalError
+from workhorse.ids import short_id
 from workhorse.logs import JOB_FIELDS, JsonFormatter, TextFormatter
 
 
@@ -35,6 +36,9 @@ async def test_every_outcome_is_one_record_with_the_jobs_fields(app: App, caplog
     retry = by_job[refs["flaky"]][0]
     assert retry.levelno == logging.INFO and retry.error_type == "ValueError"  # type: ignore[attr-defined]
     assert "first try fails" in retry.getMessage() and retry.attempt == 1  # type: ignore[attr-defined]
+    # a person reads the short id every command takes; the job_id field keeps the whole id (issue 29)
+    assert retry.getMessage().startswith(f"job {short_id(refs['flaky'])} speaks failed, retrying")
+    assert all(r.job_id not in r.getMessage() for r in outcomes)  # type: ignore[attr-defined]
     assert all(r.queue == "default" and r.job == "speaks" and r.duration_ms >= 0 for r in outcomes)  # type: ignore[attr-defined]
     starts = [r for r in caplog.records if r.levelno == logging.DEBUG and "started" in r.getMessage()]
     assert len(starts) == 4  # fine, flaky twice, doomed
@@ -63,5 +67,5 @@ def test_the_json_format_writes_one_object_a_line_with_the_fields_as_keys() -> N
     }
     assert set(line) <= {"ts", "level", "logger", "message", "exception", *JOB_FIELDS}
     body = logging.LogRecord("workhorse.job.speaks", logging.INFO, __file__, 1, "hello", (), None)
-    body.job_id, body.attempt = "x", 3
-    assert TextFormatter().format(body).endswith("hello  [job x attempt 3]")
+    body.job_id, body.attempt = "01a24200-ab0b-7662-82f2-2f945d1d2f3e", 3
+    assert TextFormatter().format(body).endswith("hello  [job 00ab0b6622f2 attempt 3]")

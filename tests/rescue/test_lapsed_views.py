@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from workhorse import App, JobContext, Retry
 from workhorse.cli import cli
 from workhorse.dashboard import make_asgi_app
+from workhorse.ids import short_id
 
 LAPSE = 0.3
 
@@ -65,8 +66,8 @@ async def test_show_ls_and_stats_count_a_lapsed_lease_apart(pg_app: App, databas
     page = json.loads((await run(database_url, schema, "ls", "--json")).stdout)
     assert {j["id"]: j["lease_lapsed"] for j in page["jobs"]} == {lapsed: True, live: False}
     listing = (await run(database_url, schema, "ls")).stdout
-    [dead_line] = [line for line in listing.splitlines() if lapsed in line]
-    [live_line] = [line for line in listing.splitlines() if live in line]
+    [dead_line] = [line for line in listing.splitlines() if short_id(lapsed) in line]
+    [live_line] = [line for line in listing.splitlines() if short_id(live) in line]
     assert "(lease lapsed " in dead_line and "ago)" in dead_line and "lapsed" not in live_line
 
     stats = json.loads((await run(database_url, schema, "stats", "--json")).stdout)

@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from workhorse import App, JobContext, Retry
 from workhorse.cli import cli
+from workhorse.ids import short_id
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +83,7 @@ def test_show_lists_steps_and_requeue_from_step_reruns_from_there(sync_app: App)
 
     requeued = invoke(pg_app, "requeue", ref.id, "--from-step", "email")
     assert requeued.exit_code == 0, requeued.output
-    assert requeued.stdout.startswith(f"requeued {ref.id} (flow) ready, from step email")
+    assert requeued.stdout.startswith(f"requeued {short_id(ref.id)} (flow) ready, from step email")
     run(pg_app, lambda: pg_app.worker().run(burst=True))
     assert calls == ["charge", "email", "email"]  # the charge replayed; the email ran again
     final = json.loads(invoke(pg_app, "show", ref.id, "--json").stdout)

@@ -181,7 +181,7 @@ def _pass_document(row: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "status", "environment", "checksum", "ran_as", "forced", "job_id", "job_state", "cursor")
     document = {key: row.get(key) for key in keys}
     document.update(
-        rows=int(row["rows"]),
+        rows=None if row["rows"] is None else int(row["rows"]),  # None: not reported (migration 018)
         batches=int(row["batches"]),
         remaining=row["remaining"],
         error=row["error"],

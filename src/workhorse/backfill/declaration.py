@@ -45,8 +45,10 @@ def environment() -> str:
 class Batch:
     """What a backfill's function may return instead of a bare cursor: the next cursor (None: the
     sweep is finished) and how many rows this batch changed, as the function counts them (e.g. the
-    ``rowcount`` of its UPDATE). A bare cursor reports no rows: the ledger's ``rows`` is the sum of
-    what the function reported, and ``batches`` counts every committed batch either way."""
+    ``rowcount`` of its UPDATE). For a bare cursor the pass counts the rows the batch's transaction
+    wrote in your tables (inserted, updated or deleted; ``pg_stat_xact_user_tables``), or, where the
+    server keeps no counts, records them as not reported. The ledger's ``rows`` is the sum;
+    ``batches`` counts every committed batch either way."""
 
     cursor: Any
     rows: int = 0
@@ -230,9 +232,10 @@ class Backfill:
     def allowed_in(self, env: str) -> bool:
         return self.environments is None or env in self.environments
 
-    def step(self, result: Any) -> tuple[Any, int]:
-        """What one call of the function answered: (next cursor or None, rows it reports)."""
-        cursor, rows = (result.cursor, result.rows) if isinstance(result, Batch) else (result, 0)
+    def step(self, result: Any) -> tuple[Any, int | None]:
+        """What one call of the function answered: (next cursor or None, rows it reports; None for
+        a bare cursor, which reports none)."""
+        cursor, rows = (result.cursor, result.rows) if isinstance(result, Batch) else (result, None)
         if cursor is not None:
             try:
                 json.dumps(cursor, allow_nan=False)

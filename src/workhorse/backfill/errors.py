@@ -61,10 +61,11 @@ def running(name: str, pass_id: int, job_id: str | None) -> BackfillError:
     )
 
 
-def stalled(name: str, remaining: int, swept: int) -> BackfillError:
+def stalled(name: str, remaining: int, swept: int | None) -> BackfillError:
+    rows = "its rows (not reported)" if swept is None else f"{swept:,} rows"
     return BackfillError(
         code="BACKFILL_STALLED",
-        cause=f"backfill {name!r} swept {swept:,} rows and its function ended the sweep (returned None) while "
+        cause=f"backfill {name!r} swept {rows} and its function ended the sweep (returned None) while "
         f"its count still answers {remaining:,} rows: the sweep and the count select different rows",
         fix=f"make count= select exactly the rows the function of backfill {name!r} still has to change",
     )

@@ -4,7 +4,8 @@ Each batch is one transaction on the pass's own connection to the app's database
 
 1. lock the pass's ledger row (``FOR UPDATE``) and read the cursor committed there;
 2. call ``fn(conn, cursor, limit)``, which changes up to ``limit`` rows after ``cursor``;
-3. write the cursor it answered, the rows it reported and one more batch to the same row; when it
+3. write the cursor it answered, the rows it reported (for a bare cursor: the rows the transaction
+   wrote, as the server counts them) and one more batch to the same row; when it
    answered ``None`` (the sweep is over) also ask ``count`` and end the row ``completed``, or
    ``stalled`` while the count still answers rows;
 4. commit: the batch's writes and its checkpoint become durable together, or neither does.
@@ -61,11 +62,11 @@ class BackfillApp(Protocol):
 class BatchResult:
     """One batch as applied (or, in a dry run, as it would be)."""
 
-    rows: int
+    rows: int | None  # None: not reported and not counted (the server keeps no counts)
     cursor: Any
     status: str  # running (more to do), completed, stalled; "ended" when the row was no longer running
     remaining: int | None = None
-    total_rows: int = 0
+    total_rows: int | None = 0  # None once a batch's rows were unknown
     batches: int = 0
 
 
@@ -76,7 +77,7 @@ class DryRun:
     name: str
     environment: str
     batches: list[dict[str, Any]] = field(default_factory=list)
-    rows: int = 0
+    rows: int | None = 0  # None once a batch's rows were unknown
     finished: bool = False  # the function ended the sweep within the batches tried
     stopped: str | None = None  # why it stopped before the sweep's end
     remaining: int | None = None  # what count answered before the first batch
@@ -117,8 +118,12 @@ async def apply_batch(ledger: PassLedger, backfill: Backfill, pass_id: int) -> B
         row = await ledger.lock_pass(pass_id)
         if row is None or row["status"] != "running":
             return BatchResult(0, None, "ended")
+        before = await ledger.rows_written()
         cursor, rows = backfill.step(await backfill.fn(ledger.conn, row["cursor"], backfill.batch_size))
-        total, batches = int(row["rows"]) + rows, int(row["batches"]) + 1
+        if rows is None:  # a bare cursor: what the function wrote in the batch's transaction
+            rows = await _written_since(ledger, before)
+        total = None if row["rows"] is None or rows is None else int(row["rows"]) + rows
+        batches = int(row["batches"]) + 1
         status, remaining, error = "running", None, None
         if cursor is None:
             remaining = int(await backfill.count(ledger.conn)) if backfill.count is not None else 0
@@ -127,6 +132,12 @@ async def apply_batch(ledger: PassLedger, backfill: Backfill, pass_id: int) -> B
                 error = str(stalled(backfill.name, remaining, total))
         await ledger.checkpoint(pass_id, cursor=cursor, rows=rows, status=status, remaining=remaining, error=error)
     return BatchResult(rows, cursor, status, remaining, total, batches)
+
+
+async def _written_since(ledger: PassLedger, before: int | None) -> int | None:
+    """Rows the batch's transaction wrote since ``before`` was read (None: the server counts none)."""
+    after = await ledger.rows_written()
+    return None if before is None or after is None else after - before
 
 
 async def dry_run(app: BackfillApp, backfill: Backfill, *, batches: int) -> DryRun:
@@ -144,15 +155,18 @@ async def dry_run(app: BackfillApp, backfill: Backfill, *, batches: int) -> DryR
         for n in range(1, batches + 1):
             try:
                 async with ledger.transaction(rollback=True):
+                    before = await ledger.rows_written()
                     started = time.monotonic()
                     next_cursor, rows = backfill.step(await backfill.fn(ledger.conn, cursor, backfill.batch_size))
                     took = time.monotonic() - started
+                    if rows is None:  # a bare cursor: what the (rolled back) batch wrote
+                        rows = await _written_since(ledger, before)
             except BackfillError:
                 raise
             except Exception as error:
                 raise batch_failed(backfill.name, n, error) from error
             report.batches.append({"batch": n, "rows": rows, "cursor": next_cursor, "seconds": round(took, 4)})
-            report.rows += rows
+            report.rows = None if report.rows is None or rows is None else report.rows + rows
             if next_cursor is None:
                 report.finished = True
                 break
@@ -166,10 +180,10 @@ async def dry_run(app: BackfillApp, backfill: Backfill, *, batches: int) -> DryR
     return report
 
 
-async def _pace(ctx: JobContext, backfill: Backfill, rows: int, took: float) -> None:
+async def _pace(ctx: JobContext, backfill: Backfill, rows: int | None, took: float) -> None:
     wait = backfill.pause
-    if backfill.rows_per_second is not None:
-        wait = max(wait, rows / backfill.rows_per_second - took)
+    if backfill.rows_per_second is not None:  # rows unknown: paced as a full batch
+        wait = max(wait, (backfill.batch_size if rows is None else rows) / backfill.rows_per_second - took)
     deadline = time.monotonic() + wait
     while (left := deadline - time.monotonic()) > 0:
         if ctx.draining:
@@ -177,7 +191,10 @@ async def _pace(ctx: JobContext, backfill: Backfill, rows: int, took: float) -> 
         await asyncio.sleep(min(left, PACE_SLICE))
 
 
-def _progress(ctx: JobContext, done: int, total: int | None, batches: int) -> None:
+def _progress(ctx: JobContext, done: int | None, total: int | None, batches: int) -> None:
+    if done is None:  # never a false 0: the server keeps no counts, and the function reports none
+        ctx.progress(0.0, f"{batches:,} batches (rows: not reported)")
+        return
     message = f"{done:,} rows in {batches:,} batches"
     if total is None:
         ctx.progress(0.0, message + " (no count declared: total unknown)")
@@ -209,12 +226,13 @@ async def run_pass(app: BackfillApp, ctx: JobContext, payload: dict[str, Any]) -
                 "backfill %s pass %d: its declaration changed since the pass began (checksum %s, now %s)",
                 name, pass_id, state["checksum"], backfill.checksum,
             )  # fmt: skip
-        done, batches = int(state["rows"]), int(state["batches"])
+        done = None if state["rows"] is None else int(state["rows"])
+        batches = int(state["batches"])
         total = None
         try:
             if backfill.count is not None:
                 async with ledger.transaction():
-                    total = done + int(await backfill.count(ledger.conn))
+                    total = (done or 0) + int(await backfill.count(ledger.conn))
             _progress(ctx, done, total, batches)
             while True:
                 started = time.monotonic()
@@ -250,7 +268,7 @@ def _summary(name: str, pass_id: int, state: dict[str, Any] | None) -> dict[str,
         "backfill": name,
         "pass": pass_id,
         "status": state["status"],
-        "rows": int(state["rows"]),
+        "rows": None if state["rows"] is None else int(state["rows"]),
         "batches": int(state["batches"]),
     }
 

@@ -102,7 +102,7 @@ def _print_statuses(found: list[BackfillStatus], only_pending: bool) -> None:
         table.add_row(
             s.backfill.name,
             styled(shown, STATUS_STYLES.get(latest["status"], "")),
-            f"{latest['rows']:,}",
+            "not reported" if latest["rows"] is None else f"{latest['rows']:,}",
             f"{latest['batches']:,}",
             ago(latest["finished_at"]),
             f"{latest['job_state'] or 'gone'} {latest['job_id'] or '-'}",
@@ -174,7 +174,7 @@ def run_backfill(state: State, *, name: str, write: bool, wait: bool, force: boo
         emit_json(final)
     else:
         stdout().print(
-            f"pass {final['id']} of {name} completed: {final['rows']:,} rows in {final['batches']:,} batches"
+            f"pass {final['id']} of {name} completed: {_rows(final['rows'], ' rows')} in {final['batches']:,} batches"
         )
 
 
@@ -193,7 +193,8 @@ async def _follow(app: App, started: PassStarted, *, quiet: bool) -> dict[str, A
             progress = row.get("progress") or {}
             total = progress.get("total")
             of = f" of {total:,}" if isinstance(total, int) else ""
-            console.print(f"{row['rows']:,}{of} rows, {row['batches']:,} batches ({row['job_state']})")
+            done = "rows: not reported" if row["rows"] is None else f"{row['rows']:,}{of} rows"
+            console.print(f"{done}, {row['batches']:,} batches ({row['job_state']})")
             shown, last_line = seen, time.monotonic()
         await asyncio.sleep(WAIT_POLL)
 
@@ -202,7 +203,7 @@ def _ended_badly(row: dict[str, Any]) -> BackfillError | None:
     if row["status"] == "completed":
         return None
     if row["status"] == "stalled":
-        return stalled(row["backfill"], int(row["remaining"] or 0), int(row["rows"]))
+        return stalled(row["backfill"], int(row["remaining"] or 0), None if row["rows"] is None else int(row["rows"]))
     if row["status"] == "running":  # its job ended without finishing it (cancelled, removed)
         return failed(row["backfill"], int(row["id"]), f"unfinished, its job {row['job_state'] or 'removed'}", None)
     return failed(row["backfill"], int(row["id"]), row["status"], row["error"])
@@ -216,16 +217,23 @@ def _print_dry_run(report: DryRun) -> None:
     table.add_column("next cursor", no_wrap=True)
     table.add_column("took", justify="right", no_wrap=True)
     for b in report.batches:
-        table.add_row(str(b["batch"]), f"{b['rows']:,}", str(b["cursor"]), f"{b['seconds'] * 1000:.0f}ms")
+        rows = "not reported" if b["rows"] is None else f"{b['rows']:,}"
+        table.add_row(str(b["batch"]), rows, str(b["cursor"]), f"{b['seconds'] * 1000:.0f}ms")
     console.print(table)
     console.print(
-        f"{report.rows:,} rows in {len(report.batches):,} batches" + (", the sweep's end" if report.finished else "")
+        f"{_rows(report.rows, ' rows')} in {len(report.batches):,} batches"
+        + (", the sweep's end" if report.finished else "")
     )
     if report.remaining is not None:
         console.print(f"count answers {report.remaining:,} rows to change")
     if report.stopped:
         console.print(styled(f"stopped: {report.stopped}", "dim"))
     console.print(Text(f"dry run in {report.environment}: nothing was written", style="dim"))
+
+
+def _rows(rows: int | None, unit: str = "") -> str:
+    """A row count in a sentence, as the ledger keeps it: None is "not reported" (never a false 0)."""
+    return "rows: not reported" if rows is None else f"{rows:,}{unit}"
 
 
 COMMANDS = (backfill,)

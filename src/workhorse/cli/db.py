@@ -7,17 +7,31 @@ from rich.table import Table
 
 from workhorse import embedded
 from workhorse.cli.main import State, json_option, pass_state
-from workhorse.cli.output import emit_json, stdout, styled
+from workhorse.cli.output import emit_json, stderr, stdout, styled
 
 
 @click.group("db", short_help="Start, stop or locate the embedded PostgreSQL.")
-def db() -> None:
-    """Manage the embedded PostgreSQL under ./.workhorse (or WORKHORSE_HOME).
+@click.pass_context
+def db(ctx: click.Context) -> None:
+    """Manage the embedded PostgreSQL under the project's .workhorse (the nearest one in the
+    current directory or above it, as git finds .git; or WORKHORSE_HOME).
 
     The embedded server is what workhorse uses when neither --database-url nor
     WORKHORSE_DATABASE_URL names a database. It is for development and tests: it runs with
     fsync off. `db url` reports whichever database the command line would use.
+
+    Every `db` command first stops orphans: servers whose data root keeps away from a home
+    that no longer exists (a deleted clone); `db status` lists them and how to remove their data.
     """
+    found = embedded.stop_orphans()
+    ctx.ensure_object(State).orphans = found
+    for orphan in found:  # on stderr: a --json document on stdout stays the only thing there
+        if orphan["stopped"]:
+            line = (
+                f"workhorse: stopped the embedded PostgreSQL of {orphan['home']}, which no longer exists "
+                f"(its data is kept in {orphan['data']}; to delete it: {orphan['remove']})"
+            )
+            stderr().print(styled(line, "yellow"))
 
 
 @db.command("start", short_help="Start the embedded server; print its URL.")
@@ -29,7 +43,8 @@ def start(as_json: bool) -> None:
     Example:
       export WORKHORSE_DATABASE_URL=$(workhorse db start)
     """
-    url = embedded.ensure_started()
+    with embedded.creation(allowed=True):  # the one `db` command that makes a database
+        url = embedded.ensure_started()
     if as_json:
         emit_json({"url": url, "home": str(embedded.home_dir())})
     else:
@@ -72,16 +87,19 @@ def url(state: State, as_json: bool) -> None:
 
 @db.command("status", short_help="Where the embedded server lives; whether it runs.")
 @json_option
-def status(as_json: bool) -> None:
-    """Show where the embedded server lives, whether it runs, and its URL.
+@pass_state
+def status(state: State, as_json: bool) -> None:
+    """Show where the embedded server lives, whether it runs, and its URL; and the orphans: the
+    servers of removed homes, which this command (as every `db` command) has just stopped.
 
     \b
     Example:
       workhorse db status --json
     """
     info = embedded.status()
+    orphans = state.orphans
     if as_json:
-        emit_json(info)
+        emit_json({**info, "orphans": orphans})
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -89,4 +107,14 @@ def status(as_json: bool) -> None:
     for key, value in info.items():
         shown = (styled("yes", "green") if value else styled("no", "dim")) if key == "running" else styled(value or "-")
         grid.add_row(key, shown)
+    for orphan in orphans:
+        how = "stopped it just now" if orphan["stopped"] else "running: stop failed" if orphan["running"] else "stopped"
+        line = f"{orphan['home']} is gone; its server: {how}; its data: {orphan['data']} (delete: {orphan['remove']})"
+        grid.add_row("orphan", styled(line, "yellow"))
     stdout().print(grid)
+    if orphans:
+        note = (
+            "orphans are servers kept in /var/lib/workhorse for a home that no longer exists; every "
+            "`workhorse db` command stops them (data kept)"
+        )
+        stdout().print(styled(note, "dim"))

@@ -8,6 +8,7 @@ from typing import cast
 
 import click
 
+from workhorse import embedded
 from workhorse.cli.main import State, pass_state
 
 
@@ -17,8 +18,9 @@ from workhorse.cli.main import State, pass_state
 def demo(ctx: click.Context, state: State) -> None:
     """Watch a real queue retry, dead-letter, dedupe and delay jobs, in about five seconds.
 
-    Runs in a fresh schema that is dropped at the end. Uses the embedded database unless
-    --database-url or WORKHORSE_DATABASE_URL names one.
+    Runs in a schema of its own, workhorse_demo (or --schema), made afresh and kept afterwards so
+    `workhorse --schema workhorse_demo ls --state dead` shows its jobs. Uses the embedded database
+    (creating it on first use) unless --database-url or WORKHORSE_DATABASE_URL names one.
 
     \b
     Example:
@@ -26,5 +28,7 @@ def demo(ctx: click.Context, state: State) -> None:
     """
     # Imported here: the demo pulls in its own jobs and display, which no other command needs.
     module = importlib.import_module("workhorse.demo")
-    run = cast(Callable[[str | None], int], module.main)
-    ctx.exit(run(state.database_url))
+    run = cast(Callable[..., int], module.main)
+    with embedded.creation(allowed=True):  # a first run makes the embedded database
+        code = run(state.database_url, schema=state.schema)
+    ctx.exit(code)

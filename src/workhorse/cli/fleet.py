@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import click
-from rich.table import Table
 
+from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, stdout
 from workhorse.drivers.base import WorkerInfo
@@ -35,10 +35,18 @@ def workers(state: State, *, as_json: bool) -> None:
         console.print("no live workers")
         return
     now = datetime.now(UTC)  # clock-ok: relative times for display only
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("id", "host", "pid", "queues", "started", "last seen"):
-        table.add_column(column, no_wrap=column in ("id", "pid"), overflow="fold")
-    for w in live:
-        queues = ", ".join(f"{q}({w.concurrency.get(q, '?')})" for q in w.queues)
-        table.add_row(w.id, w.host, str(w.pid), queues, ago(w.started_at, now), ago(w.last_seen_at, now))
+    queues = [", ".join(f"{q}({w.concurrency.get(q, '?')})" for q in w.queues) for w in live]
+    table, hidden = fit(
+        [
+            Column("id", [w.id for w in live], key=True),
+            Column("host", [w.host for w in live], priority=1, shrinks=12),
+            Column("pid", [str(w.pid) for w in live], key=True, justify="right"),
+            Column("queues", queues, priority=2, shrinks=12),
+            Column("started", [ago(w.started_at, now) for w in live], priority=4),
+            Column("last seen", [ago(w.last_seen_at, now) for w in live], priority=3),
+        ],
+        console.width,
+    )
     console.print(table)
+    if (note := hidden_note(hidden, console.width)) is not None:
+        console.print(note)

@@ -7,6 +7,7 @@ command line adds only what is its own: reading times and durations.
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
 from datetime import UTC, datetime, timedelta
@@ -21,14 +22,18 @@ from rich.text import Text
 
 from workhorse.admin import DEFAULT_PAGE, MAX_PAGE
 from workhorse.app import App
+from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import MEDIUM, NARROW, WIDE, ago, emit_json, progress_line, span, state_text, stdout, trim
-from workhorse.drivers.base import ALL_STATES, LIVE_STATES, Job, Page
+from workhorse.cli.output import ago, emit_json, progress_line, span, state_text, stdout, trim
+from workhorse.drivers.base import ALL_STATES, LIVE_STATES, SEARCH_SCAN, Job, Page
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
+from workhorse.ids import short_id
+from workhorse.search import parse_payload_search
 
-ERROR_WIDTH = 48
+ERROR_WIDTH = 96  # characters of the last error `ls` shows at most (less when the terminal is narrower)
 PROGRESS_WIDTH = 32
+PANEL_EDGES = 4  # a panel's border and padding, both sides
 
 
 def command_line(state: State, *words: str) -> str:
@@ -72,7 +77,12 @@ def _iso(value: datetime) -> str:
 @click.command("ls")
 @click.option("--state", "state_filter", metavar="STATE", help=f"Only jobs in this state: {', '.join(ALL_STATES)}.")
 @click.option("--queue", metavar="QUEUE", help="Only jobs on this queue.")
-@click.option("--name", metavar="NAME", help="Only jobs of this name (module.function unless named).")
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="Only jobs of this name (module.function unless named); a name without a dot also matches the "
+    "last part of a module-qualified one (send_receipt: shop.jobs.send_receipt).",
+)
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's jobs.")
 @click.option("--id-prefix", metavar="HEX", help="Only jobs whose id starts with these hex digits (dashes optional).")
 @click.option(
@@ -81,6 +91,13 @@ def _iso(value: datetime) -> str:
     help="Only jobs created at or after WHEN: ISO 8601 (2026-01-31T09:00Z; naive is UTC) or a duration ago (2h).",
 )
 @click.option("--created-to", metavar="WHEN", help="Only jobs created before WHEN (same forms as --created-from).")
+@click.option(
+    "--payload",
+    metavar="FIELD=VALUE",
+    help="Search: jobs whose payload has this field and value (customer.id=7; or a JSON object). "
+    f"Each page examines at most {SEARCH_SCAN:,} jobs; `next page` searches on.",
+)
+@click.option("--error", metavar="TEXT", help="Search: jobs whose last error's type or message contains TEXT.")
 @click.option(
     "--limit",
     type=int,
@@ -103,6 +120,8 @@ def list_jobs(
     id_prefix: str | None,
     created_from: str | None,
     created_to: str | None,
+    payload: str | None,
+    error: str | None,
     limit: int,
     after: str | None,
     before: str | None,
@@ -119,12 +138,15 @@ def list_jobs(
       workhorse ls --state dead
       workhorse ls --queue emails --created-from 2h --limit 20 --json
       workhorse ls --id-prefix 0190f1c2
+      workhorse ls --state dead --error "timed out"
+      workhorse ls --payload order_id=4242
       workhorse ls --created-from 2026-01-31T09:00Z --created-to 2026-01-31T10:00Z
       workhorse ls --after 0190f1c2-...        # the next (older) page
       workhorse ls --before 0190f1c2-...       # the previous (newer) page
     """
     start = instant(created_from, "--created-from")
     end = instant(created_to, "--created-to")
+    searched = None if payload is None else parse_payload_search(payload)
     app_of_jobs = state.app()
     known = set(app_of_jobs.jobs)  # with --app, its declared names: a ready job of another name waits forever
     page: Page = run_with_app(
@@ -132,11 +154,14 @@ def list_jobs(
         lambda app: app.admin.list(
             state=state_filter,
             queue=queue,
-            name=name,
+            name=name if name is None or "." in name else None,
+            name_part=name if name is not None and "." not in name else None,
             tenant=tenant,
             id_prefix=id_prefix,
             created_from=start,
             created_to=end,
+            payload=searched,
+            error=error,
             limit=limit,
             after=after,
             before=before,
@@ -155,16 +180,34 @@ def list_jobs(
         ("--id-prefix", id_prefix),
         ("--created-from", None if start is None else _iso(start)),
         ("--created-to", None if end is None else _iso(end)),
+        ("--payload", payload),
+        ("--error", error),
     ):
         if value is not None:
             words += [option, value]
     if limit != DEFAULT_PAGE:
         words += ["--limit", str(limit)]
+    searched_note = (
+        None
+        if page.scanned is None
+        else Text(f"searched {page.scanned:,} jobs (at most {SEARCH_SCAN:,} a page)", style="dim")
+    )
     if not page.jobs:
         filtered = after is not None or before is not None or len(words) > 1
         console.print("no jobs match" if filtered else "no jobs yet")
+        if searched_note is not None:
+            console.print(searched_note)
+        if page.next is not None:  # a search spent its page's budget: older jobs are still to search
+            console.print(Text(f"search on: {command_line(state, *words, '--after', page.next)}", style="dim"))
+        if name is not None and (close := _close_names(name, known)):
+            console.print(f"did you mean {' or '.join(close)}? (declared on the app)")
         return
-    console.print(jobs_table(page.jobs, known=known))
+    table, hidden = jobs_table(page.jobs, known=known)
+    console.print(table)
+    if (note := hidden_note(hidden, console.width)) is not None:
+        console.print(note)
+    if searched_note is not None:
+        console.print(searched_note)
     if known and any(job.name not in known and job.state == "ready" for job in page.jobs):
         console.print(
             Text(
@@ -179,61 +222,59 @@ def list_jobs(
         console.print(Text(f"next page: {command_line(state, *words, '--after', page.next)}", style="dim"))
 
 
-def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> Table:
-    """One row per job. The tenant, progress and last-error columns appear only when some job has one.
-    With ``known`` (the app's declared names), a live job of another name is marked unknown."""
+def _close_names(name: str, known: set[str]) -> list[str]:
+    """Declared names a mistyped ``--name`` may mean: those ending in its last part, else close ones."""
+    tail = name.rsplit(".", 1)[-1]
+    ending = sorted(k for k in known if k == tail or k.endswith("." + tail))
+    return ending[:3] or difflib.get_close_matches(name, sorted(known), n=3)
+
+
+def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> tuple[Table, list[str]]:
+    """One row per job, fitted to the terminal (``cli.columns``): the short id, name, queue and
+    state always, whole; then, as they fit, the last error, progress, attempt, times and tenant
+    (each only when some job has one). Answers the table and the headers left out. With ``known``
+    (the app's declared names), a live job of another name is marked unknown."""
     now = datetime.now(UTC)  # clock-ok: relative times for display only
-    # The id, name, queue and state always show (at 80 columns they are all there is); the rest
-    # join as the terminal widens, most useful first.
-    width = stdout().width
-    with_attempt = width >= NARROW
-    with_times = width >= MEDIUM
-    with_tenant = with_times and any(job.tenant is not None for job in jobs)
-    with_progress = width >= WIDE and any(job.progress for job in jobs)
-    with_error = with_attempt and any(job.last_error for job in jobs)
-    # What the id, name, queue, state and the short columns take; the tenant, progress and last
-    # error columns get at most what is left, so the key columns are never squeezed out.
-    used = 36 + min(max((len(j.name) for j in jobs), default=4), 32) + min(max(len(j.queue) for j in jobs), 16) + 9
-    used += (7 if with_attempt else 0) + (16 if with_times else 0) + 2 * 8
-    left = max(width - used, 12)
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=36)  # whole: ids are meant to be copied
-    table.add_column("name", overflow="fold", min_width=12)
-    table.add_column("queue", overflow="fold", min_width=7)
-    table.add_column("state", no_wrap=True)
-    if with_attempt:
-        table.add_column("attempt", no_wrap=True, justify="right")
-    if with_tenant:
-        table.add_column("tenant", overflow="ellipsis", no_wrap=True, max_width=min(16, left))
-        left = max(left - min(16, max(len(j.tenant or "-") for j in jobs)) - 2, 12)
-    if with_times:
-        table.add_column("created", no_wrap=True)
-        table.add_column("run at", no_wrap=True)
-    if with_progress:
-        table.add_column("progress", overflow="ellipsis", no_wrap=True, max_width=min(PROGRESS_WIDTH, left))
-        left = max(left - min(PROGRESS_WIDTH, left) - 2, 12)
-    if with_error:
-        table.add_column("last error", overflow="ellipsis", no_wrap=True, max_width=min(ERROR_WIDTH, left))
+    names: list[RenderableType] = []
     for job in jobs:
-        name: RenderableType = job.name
         if known and job.name not in known and job.state in ("ready", "delayed", "suspended"):
-            name = Text.assemble(job.name, (" (unknown)", "yellow"))
-        state = state_text(job.state)
-        if job.lease_lapsed:  # running on the row, but its worker stopped renewing the lease
-            state = Text.assemble(state, (f" (lease lapsed {ago(job.lease_expires_at, now)})", "bold red"))
-        row: list[RenderableType] = [job.id, name, job.queue, state]
-        if with_attempt:
-            row.append(f"{job.attempt}/{job.max_attempts}")
-        if with_tenant:
-            row.append(job.tenant or Text("-", style="dim"))
-        if with_times:
-            row += [ago(job.created_at, now), _run_at(job, now)]
-        if with_progress:
-            row.append(Text(progress_line(job.progress, PROGRESS_WIDTH), style="" if job.progress else "dim"))
-        if with_error:
-            row.append(Text(_error_line(job.last_error, ERROR_WIDTH), style="red"))
-        table.add_row(*row)
-    return table
+            names.append(Text.assemble(job.name, (" (unknown)", "yellow")))
+        else:
+            names.append(job.name)
+    columns = [
+        Column("id", [short_id(job.id) for job in jobs], key=True),  # the short form every command takes
+        Column("name", names, key=True),
+        Column("queue", [job.queue for job in jobs], key=True),
+        Column("state", [_state(job, now) for job in jobs], key=True),
+        Column("attempt", [f"{job.attempt}/{job.max_attempts}" for job in jobs], priority=3, justify="right"),
+    ]
+    if any(job.tenant is not None for job in jobs):
+        tenants = [job.tenant or Text("-", style="dim") for job in jobs]
+        columns.append(Column("tenant", tenants, priority=6, shrinks=8))
+    columns += [
+        Column("created", [ago(job.created_at, now) for job in jobs], priority=4),
+        Column("run at", [_run_at(job, now) for job in jobs], priority=5),
+    ]
+    if any(job.progress for job in jobs):
+        progress = [Text(progress_line(job.progress), style="" if job.progress else "dim") for job in jobs]
+        columns.append(Column("progress", progress, priority=2, shrinks=12, most=PROGRESS_WIDTH))
+    if any(job.last_error for job in jobs):  # a dead job's error is why one looks: it goes first
+        errors = [Text(_error_line(job.last_error, 500), style=_error_style(job)) for job in jobs]
+        columns.append(Column("last error", errors, priority=1, shrinks=16, most=ERROR_WIDTH))
+    return fit(columns, stdout().width)
+
+
+def _state(job: Job, now: datetime) -> RenderableType:
+    """The job's state; a running one whose lease lapsed says so, and how long ago."""
+    state = state_text(job.state)
+    if job.lease_lapsed:  # running on the row, but its worker stopped renewing the lease
+        return Text.assemble(state, (f" (lease lapsed {ago(job.lease_expires_at, now)})", "bold red"))
+    return state
+
+
+def _error_style(job: Job) -> str:
+    """Red for a job the error ended or holds back; dim for one that succeeded after it (a retry)."""
+    return "dim" if job.state == "done" else "red"
 
 
 def _run_at(job: Job, now: datetime) -> str:
@@ -270,13 +311,20 @@ def show_job(state: State, job_id: str, as_json: bool) -> None:
         return job, await app.admin.why_waiting(job)
 
     job, waiting = run_with_app(state.app(), fetch)
+    # Caps are declared on the App: without --app, what holds a job back is unknown, not nothing.
+    held: list[str] | None = waiting if state.app_spec is not None else None
     if as_json:
-        emit_json({**job.to_dict(), "held_back": waiting})
+        emit_json({**job.to_dict(), "held_back": held})
         return
-    stdout().print(job_panel(job, waiting))
+    stdout().print(job_panel(job, held))
+
+
+CAPS_UNKNOWN = "unknown without --app (caps are declared on the App)"
 
 
 def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
+    """One job in full. ``waiting``: the caps holding a due ready job back; None when unknown
+    (no --app)."""
     now = datetime.now(UTC)  # clock-ok: relative times for display only
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
@@ -285,13 +333,20 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
     def when(value: datetime | None) -> str:
         return "-" if value is None else f"{value.isoformat().replace('+00:00', 'Z')}  ({ago(value, now)})"
 
-    grid.add_row("id", job.id)
+    grid.add_row("id", Text.assemble(job.id, (f"  (short: {short_id(job.id)})", "dim")))
     grid.add_row("name", job.name)
     grid.add_row("queue", job.queue)
     grid.add_row("state", state_text(job.state))
     if waiting:  # a due ready job a full fleet-wide cap holds back
         grid.add_row("held back", Text("\n".join(waiting), style="yellow"))
-    grid.add_row("attempt", f"{job.attempt} of {job.max_attempts}")
+    elif waiting is None and job.state == "ready":
+        grid.add_row("held back", Text(CAPS_UNKNOWN, style="dim"))
+    grid.add_row("attempt", Text.assemble(f"{job.attempt} of {job.max_attempts}", (ran_note(job), "dim")))
+    handed = job.handed_back
+    if handed:  # a drain's hand-back (or ctx.hand_back()): when, by whom, why; the attempt unspent
+        at = _when(handed.get("at"))
+        who = f" by worker {handed.get('worker')}" if handed.get("worker") else ""
+        grid.add_row("handed back", f"{when(at)}{who}, attempt {handed.get('attempt', '?')}: {handed.get('reason')}")
     grid.add_row("tenant", job.tenant or "-")
     grid.add_row("priority", str(job.priority))
     if job.key is not None:
@@ -320,12 +375,17 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
     if job.progress is not None:
         reported = _when(job.progress.get("at"))
         tail = "" if reported is None else f"  (reported {ago(reported, now)})"
+        if handed and job.state in ("ready", "delayed"):
+            tail += ", before the hand-back"
         grid.add_row("progress", progress_line(job.progress) + tail)
-    if job.steps:
-        grid.add_row("steps", steps_table(job.steps, now))
-    else:
+    if not job.steps:
         grid.add_row("steps", Text("none", style="dim"))
     parts: list[RenderableType] = [grid]
+    if job.steps:  # below the grid, the panel's whole width: the step names stay whole
+        steps, hidden = steps_table(job.steps, now, stdout().width - PANEL_EDGES)
+        parts += [Text(""), Text("steps (in run order)", style="bold"), steps]
+        if (note := hidden_note(hidden, stdout().width - PANEL_EDGES)) is not None:
+            parts.append(note)
     if job.errors:
         parts += [Text(""), Text("errors of failed attempts (oldest first)", style="bold red")]
         parts.append(errors_table(job.errors, now))
@@ -339,6 +399,15 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
         if trace:
             parts.append(Text(str(trace).rstrip(), style="dim"))
     return Panel(Group(*parts), title=Text(job.name, style="bold"), title_align="left", expand=False)
+
+
+def ran_note(job: Job) -> str:
+    """For a job claimed more times than it spent attempts (suspended by a step, handed back by a
+    drain), how often it ran: "attempt 0 of 5" alone would read as never run."""
+    if job.claims <= job.attempt:
+        return ""
+    times = "once" if job.claims == 1 else f"{job.claims} times"
+    return f"  (ran {times}; a suspension or hand-back spends no attempt)"
 
 
 def errors_table(errors: list[dict[str, Any]], now: datetime) -> Table:
@@ -360,29 +429,29 @@ def errors_table(errors: list[dict[str, Any]], now: datetime) -> Table:
 STEP_STATE_STYLES = {"done": "green", "failed": "red", "sleeping": "magenta", "waiting": "magenta"}
 
 
-def steps_table(steps: list[dict[str, Any]], now: datetime) -> Table:
-    """One row per recorded step, in run order: state, attempt, when, how long, and what it
-    answered (a trimmed result, the error, or what a sleep or wait is suspended on)."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("step", overflow="fold", min_width=12)
-    table.add_column("state", no_wrap=True)
-    table.add_column("attempt", justify="right", no_wrap=True)
-    table.add_column("started", no_wrap=True)
-    table.add_column("took", justify="right", no_wrap=True)
-    table.add_column("result / error", overflow="ellipsis", no_wrap=True, max_width=60)
+def steps_table(steps: list[dict[str, Any]], now: datetime, width: int) -> tuple[Table, list[str]]:
+    """One row per recorded step, in run order, fitted to ``width``: the step's name and state
+    always, whole; then what it answered (a trimmed result, the error, or what a sleep or wait is
+    suspended on), when it started, how long it took and its attempt, as they fit."""
+    names, states, attempts, starts, took, outcomes = [], [], [], [], [], []
     for step in steps:
         state = str(step.get("state", "?"))
         started, finished = _when(step.get("started_at")), _when(step.get("finished_at"))
-        took = "-" if started is None or finished is None else _span_ms((finished - started).total_seconds())
-        table.add_row(
-            str(step.get("name", "?")),
-            Text(state, style=STEP_STATE_STYLES.get(state, "")),
-            str(step.get("attempt", "")),
-            ago(started, now) if started is not None else "-",
-            took,
-            _step_outcome(step, now),
-        )
-    return table
+        names.append(str(step.get("name", "?")))
+        states.append(Text(state, style=STEP_STATE_STYLES.get(state, "")))
+        attempts.append(str(step.get("attempt", "")))
+        starts.append(ago(started, now) if started is not None else "-")
+        took.append("-" if started is None or finished is None else _span_ms((finished - started).total_seconds()))
+        outcomes.append(_step_outcome(step, now))
+    columns = [
+        Column("step", names, key=True),
+        Column("state", states, key=True),
+        Column("attempt", attempts, priority=4, justify="right"),
+        Column("started", starts, priority=2),
+        Column("took", took, priority=3, justify="right"),
+        Column("result / error", outcomes, priority=1, shrinks=12, most=60),
+    ]
+    return fit(columns, width)
 
 
 def _step_outcome(step: dict[str, Any], now: datetime) -> Text:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from workhorse import embedded
 from workhorse.app import App
 from workhorse.cli.output import print_refusal, redact
 from workhorse.drivers.direct import check_reachable as reachable
@@ -54,6 +55,8 @@ class State:
     # Set by ``main()`` only: the real process may end itself hard (see the worker command);
     # an in-process invocation (tests, click's CliRunner) never does.
     standalone: bool = False
+    # What ``workhorse db`` found and stopped before its command ran (``embedded.stop_orphans``).
+    orphans: list[dict[str, object]] = field(default_factory=list)
     _app: App | None = field(default=None, repr=False)
 
     def app(self, *, required: bool = False) -> App:
@@ -253,7 +256,10 @@ class RootGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            # A command reads the embedded database where it is, and never makes one in the wrong
+            # directory: only `migrate`, `demo` and `db start` create it (embedded.creation).
+            with embedded.creation(allowed=False):
+                return super().invoke(ctx)
         except Refusal as refusal:
             print_refusal(refusal.error, as_json=ctx.ensure_object(State).as_json)
             ctx.exit(refusal.exit_code)

@@ -46,13 +46,6 @@ def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
     return Console(stderr=err, markup=False, emoji=False, highlight=False, soft_wrap=soft_wrap)
 
 
-# Terminal widths the tables widen at: at 80 columns each keeps its key columns (a job's id, name,
-# queue and state; a queue's name and its ready, running, dead and failed counts) and nothing else.
-NARROW = 90
-MEDIUM = 110
-WIDE = 130
-
-
 def stdout() -> Console:
     # Built per call: rich then writes to whatever sys.stdout is now (click's test runner swaps it).
     return console()

@@ -9,9 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
-from workhorse.cli.jobs import command_line
+from workhorse.cli.columns import Column, fit, hidden_note
+from workhorse.cli.jobs import CAPS_UNKNOWN, command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import MEDIUM, NARROW, WIDE, ago, emit_json, percent, span, stdout
+from workhorse.cli.output import ago, emit_json, percent, span, stdout
 from workhorse.drivers.base import QueuePause
 
 HIGH_FAILURE_RATE = 0.1  # a failure rate at or above this share is printed red; below it, yellow
@@ -96,8 +97,13 @@ def stats(state: State, *, since: str, as_json: bool) -> None:
       workhorse stats --since 1d --json
     """
     report: Stats = run_with_app(state.app(), lambda app: app.admin.stats(since))
+    caps_known = state.app_spec is not None  # caps are declared on the App: without it, unknown
     if as_json:
-        emit_json(report.to_dict())
+        document = report.to_dict()
+        if not caps_known:
+            for row in document["queues"]:
+                row["held_back"] = None
+        emit_json(document)
         return
     console = stdout()
     window = _window(report.window)
@@ -106,65 +112,59 @@ def stats(state: State, *, since: str, as_json: bool) -> None:
     if not report.queues:
         console.print(f"no queued, running or failed jobs, and nothing settled in the last {window}")
     else:
-        console.print(stats_table(report.queues, by_name=False))
-        if report.names:  # a paused queue with no jobs has a row of its own and no names
-            console.print()
-            console.print(stats_table(report.names, by_name=True))
+        for rows, by_name in ((report.queues, False), (report.names, True)):
+            if not rows:  # a paused queue with no jobs has a row of its own and no names
+                continue
+            if by_name:
+                console.print()
+            table, hidden = stats_table(rows, by_name=by_name, caps_known=caps_known)
+            console.print(table)
+            if (note := hidden_note(hidden, console.width)) is not None:
+                console.print(note)
+        if not caps_known:
+            console.print(Text(f"held by caps: {CAPS_UNKNOWN}", style="dim"))
     if report.paused:
         console.print()
         console.print(paused_table(report.paused, report.at))
 
 
-def stats_table(rows: list[StatsRow], *, by_name: bool) -> Table:
-    """One row per queue (or per job name of a queue): jobs in each state now, then what settled in
-    the window: jobs completed, completed a minute, and the share of attempts that failed."""
-    width = stdout().width  # at 80 columns: the queue (and name) and the counts that call for action
-    with_waits = width >= MEDIUM
-    with_rates = width >= WIDE
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("queue", overflow="fold", min_width=7)
+def stats_table(rows: list[StatsRow], *, by_name: bool, caps_known: bool = True) -> tuple[Table, list[str]]:
+    """One row per queue (or per job name of a queue): jobs in each state now, how long the oldest
+    ready job has waited, then what settled in the window (completed a minute, jobs completed,
+    the share of attempts that failed), fitted to the terminal (``cli.columns``): the counts
+    always, the window's figures as they fit. Answers the table and the headers left out."""
+    key = not by_name  # a queue's row is what an operator reads first: at 80 columns it keeps all
+    columns = [Column("queue", [row.queue for row in rows], key=True)]
     if by_name:
-        table.add_column("name", overflow="fold", min_width=12)
-    # Running jobs whose lease lapsed are not counted as running: a column of their own, shown
-    # only while there are some, with how long ago the oldest lapsed.
-    with_lapsed = any(row.lease_lapsed for row in rows)
-    for column in ("ready", "running", "lease lapsed", "delayed", "suspended", "dead", "failed"):
-        if column == "lease lapsed" and not with_lapsed:
-            continue
-        if with_waits or column not in ("delayed", "suspended"):
-            table.add_column(column, justify="right", no_wrap=True)
-    if with_waits:
-        table.add_column("oldest ready", justify="right", no_wrap=True)
-    if with_rates:
-        table.add_column("completed", justify="right", no_wrap=True)  # in the window, as the rates
-        table.add_column("done/min", justify="right", no_wrap=True)
-    if width >= NARROW:
-        table.add_column("failure rate", justify="right", no_wrap=True)
-    if not by_name:
-        table.add_column("", no_wrap=True)  # the paused marker
-    for row in rows:
-        cells: list[str | Text] = [row.queue]
-        if by_name:
-            cells.append(Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or ""))
-        cells += [_number(row.ready), _number(row.running)]
-        if with_lapsed:
-            cells.append(_lapsed(row))
-        if with_waits:
-            cells += [_number(row.delayed), _number(row.suspended)]
-        cells += [_number(row.dead, "bold red"), _number(row.failed, "red")]
-        if with_waits:
-            cells.append("-" if row.oldest_ready_age is None else span(row.oldest_ready_age))
-        if with_rates:
-            cells += [_number(row.completed, "green"), _throughput(row.throughput)]
-        if width >= NARROW:
-            cells.append(_rate(row.failure_rate))
-        if not by_name:
-            marks = [Text("paused", style="bold yellow")] if row.paused else []
-            if row.held_back:
-                marks.append(Text(f"{row.held_back:,} held by caps", style="yellow"))
-            cells.append(Text(" ").join(marks))
-        table.add_row(*cells)
-    return table
+        names = [
+            Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or "") for row in rows
+        ]
+        columns.append(Column("name", names, key=True))
+    for header in ("ready", "running", "delayed", "suspended", "dead", "failed"):
+        style = {"dead": "bold red", "failed": "red"}.get(header, "")
+        cells = [_number(getattr(row, header), style) for row in rows]
+        # per name, beside a long module-qualified name, delayed and suspended may yield (and say so)
+        whole = key or header not in ("delayed", "suspended")
+        columns.append(Column(header, cells, key=whole, justify="right"))
+        if header == "running" and any(row.lease_lapsed for row in rows):
+            # Running jobs whose lease lapsed are not counted as running: a column of their own,
+            # shown only while there are some, with how long ago the oldest lapsed.
+            columns.append(Column("lease lapsed", [_lapsed(row) for row in rows], key=True, justify="right"))
+    oldest = ["-" if row.oldest_ready_age is None else span(row.oldest_ready_age) for row in rows]
+    columns.append(Column("oldest ready", oldest, key=key, priority=1, justify="right", compact="oldest\nready"))
+    per_minute = [_throughput(row.throughput) for row in rows]
+    columns.append(Column("done/min", per_minute, key=key, priority=2, justify="right", compact="done\n/min"))
+    rates = [_rate(row.failure_rate) for row in rows]
+    columns.append(Column("failure rate", rates, priority=3, justify="right", compact="failure\nrate"))
+    completed = [_number(row.completed, "green") for row in rows]  # in the window, as the rates
+    columns.append(Column("completed", completed, priority=4, justify="right"))
+    if not by_name and caps_known and any(row.held_back for row in rows):
+        held = [_number(row.held_back, "yellow") for row in rows]
+        columns.append(Column("held by caps", held, key=True, justify="right", compact="held by\ncaps"))
+    if not by_name and any(row.paused for row in rows):  # also listed whole under "paused queues"
+        marks = [Text("paused", style="bold yellow") if row.paused else Text("") for row in rows]
+        columns.append(Column("", marks, priority=0))
+    return fit(columns, stdout().width)
 
 
 def paused_table(pauses: list[QueuePause], now: datetime) -> Table:

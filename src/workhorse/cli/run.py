@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from workhorse import embedded
 from workhorse._db.migrate import script
 from workhorse._service import install_stop_signals, remove_stop_signals
 from workhorse.app import App
@@ -51,7 +52,8 @@ def migrate(state: State, print_sql: bool, as_json: bool) -> None:
         else:
             click.echo(text, nl=False)
         return
-    applied = app.migrate_sync()
+    with embedded.creation(allowed=True):  # the command that makes the embedded database
+        applied = app.migrate_sync()
     if as_json:
         emit_json({"applied": applied, "schema": app.schema})
     elif applied:

@@ -6,8 +6,9 @@ import logging
 from datetime import datetime
 
 import click
-from rich.table import Table
+from rich.text import Text
 
+from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_role, run_with_app
 from workhorse.cli.output import ago, emit_json, redact, stdout
 from workhorse.cli.run import _duration, _logging_to_stderr
@@ -92,26 +93,29 @@ def tasks(state: State, *, as_json: bool) -> None:
             "no tasks yet" + ("" if given else " (pass --app to include tasks declared but not yet registered)")
         )
     else:
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("name", "schedule", "catch-up", "last fire", "next fire", "fired"):
-            table.add_column(
-                column, no_wrap=column == "fired", overflow="fold", min_width=8 if column == "name" else None
-            )
+        names = []
         for t in report.tasks:
-            name = t.name
             if t.declared is False:
-                name += " (not in this app)"
+                names.append(Text.assemble(t.name, (" (not in this app)", "yellow")))
             elif not t.registered:
-                name += " (not registered yet)"
-            table.add_row(
-                name,
-                t.schedule,
-                t.catch_up,
-                _when(t.last_occurrence, now),
-                _when(t.next_at, now),
-                str(t.fired),
-            )
+                names.append(Text.assemble(t.name, (" (not registered yet)", "yellow")))
+            else:
+                names.append(Text(t.name))
+        # Times on two lines (the instant, then how long ago or until), never broken mid-token.
+        table, hidden = fit(
+            [
+                Column("name", names, key=True),
+                Column("schedule", [t.schedule for t in report.tasks], key=True),
+                Column("catch-up", [t.catch_up for t in report.tasks], priority=3),
+                Column("last fire", [_when(t.last_occurrence, now) for t in report.tasks], priority=1),
+                Column("next fire", [_when(t.next_at, now) for t in report.tasks], key=True),
+                Column("fired", [str(t.fired) for t in report.tasks], priority=2, justify="right"),
+            ],
+            console.width,
+        )
         console.print(table)
+        if (note := hidden_note(hidden, console.width)) is not None:
+            console.print(note)
     leader = report.leader
     if leader is None:
         console.print("leader: none yet (run `workhorse worker` or `workhorse scheduler` with --app)")
@@ -129,4 +133,4 @@ def tasks(state: State, *, as_json: bool) -> None:
 
 
 def _when(value: datetime | None, now: datetime) -> str:
-    return "-" if value is None else f"{iso(value)} ({ago(value, now)})"
+    return "-" if value is None else f"{iso(value)}\n{ago(value, now)}"

@@ -20,6 +20,7 @@ from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import count, emit_json, state_text, stdout
 from workhorse.drivers.base import BULK_STATES, MAX_BULK, BulkResult, Job
 from workhorse.errors import ConfigurationError
+from workhorse.ids import short_id
 
 USAGE = "CLI_USAGE"
 
@@ -178,7 +179,7 @@ def run_bulk(state: State, command: str, scope: Scope, *, as_json: bool) -> None
 
 
 def _done_line(done: str, job: Job, tail: str = "") -> Text:
-    return Text.assemble((done, "bold"), " ", job.id, " (", job.name, ") ", state_text(job.state), tail)
+    return Text.assemble((done, "bold"), " ", short_id(job.id), " (", job.name, ") ", state_text(job.state), tail)
 
 
 def _verb(

@@ -3,7 +3,9 @@ origin and CSRF token, then confirmed, then done through ``app.admin``.
 
 Confirmation works with and without script: the page's script asks ``confirm()`` and adds
 ``confirm=yes``; a form posted without it is answered with a page asking to confirm, whose button
-posts it again with ``confirm=yes``. A refused verb answers the CLI's code, cause and fix."""
+posts it again with ``confirm=yes``. Either way a bulk verb's question says how many jobs it moves:
+the script reads it from ``GET /bulk/<verb>/count`` (a dry run) before it asks. A refused verb
+answers the CLI's code, cause and fix."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from workhorse.app import App
 from workhorse.dashboard.security import DashboardRefusal, Guard
@@ -51,6 +53,15 @@ async def read_form(request: Request) -> bytes:
         if len(body) > MAX_FORM:
             raise too_large(f"more than {MAX_FORM:,}")
     return bytes(body)
+
+
+def bulk_question(verb: str, state: str, narrowed: Mapping[str, str | None], counted: BulkResult) -> str:
+    """What a bulk verb asks before it acts, with the count a dry run found (script or none)."""
+    scope = ", ".join(f"{k} {v!r}" for k, v in narrowed.items() if v) or "every queue"
+    return (
+        f"{BULK_VERBS[verb]} {counted.affected:,} {state} jobs ({scope})? "
+        f"{counted.remaining:,} more would remain for another click (at most 1,000 a click)."
+    )
 
 
 class Pages(Protocol):
@@ -166,11 +177,7 @@ class Actions:
 
             if form.get("confirm") != "yes":
                 counted = await run(dry_run=True)  # refusals show before the confirm
-                scope = ", ".join(f"{k} {v!r}" for k, v in narrowed.items() if v) or "every queue"
-                question = (
-                    f"{BULK_VERBS[verb]} {counted.affected:,} {state} jobs ({scope})? "
-                    f"{counted.remaining:,} more would remain for another click (at most 1,000 a click)."
-                )
+                question = bulk_question(verb, state, narrowed, counted)
                 return self._confirm(request, form, question, BULK_VERBS[verb], counted=counted)
             done = await run()
         except WorkhorseError as error:
@@ -178,6 +185,27 @@ class Actions:
         query = {"state": state, **{k: v for k, v in narrowed.items() if v}}
         query.update(notice="bulk", verb=verb, affected=str(done.affected), remaining=str(done.remaining))
         return RedirectResponse(self.dashboard.url(request, "/jobs", query), status_code=303)
+
+    async def bulk_count(self, request: Request) -> Response:
+        """``GET /bulk/<verb>/count?state=&queue=&name=&tenant=``: what the bulk verb would move now
+        (a dry run, nothing changed) and the question to ask, as JSON for the page's script."""
+        verb = request.path_params["verb"]
+        params = request.query_params
+        narrowed = {k: params.get(k) or None for k in ("queue", "name", "tenant")}
+        state = params.get("state", "")
+        admin = self.dashboard.app.admin
+        try:
+            if verb not in BULK_VERBS:
+                raise DashboardRefusal(
+                    404, f"no bulk action {verb!r}", "use the jobs page's buttons", code="DASHBOARD_NOT_FOUND"
+                )
+            many = {"requeue": admin.requeue_many, "cancel": admin.cancel_many}.get(verb, admin.promote_many)
+            queue, name, tenant = narrowed["queue"], narrowed["name"], narrowed["tenant"]
+            counted = await many(state=state, queue=queue, name=name, tenant=tenant, dry_run=True)
+        except WorkhorseError as error:
+            return JSONResponse({"error": error.to_dict()}, status_code=400)
+        question = bulk_question(verb, state, narrowed, counted)
+        return JSONResponse({"affected": counted.affected, "remaining": counted.remaining, "question": question})
 
     async def queue(self, request: Request) -> Response:
         verb = request.path_params["verb"]

@@ -12,13 +12,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from workhorse.drivers.base import ALL_STATES, BULK_STATES, FINISHED_STATES, LIVE_STATES, Job
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.search import parse_payload_search
 
 # The overview's state columns, in the order a person reads a queue: waiting, working, stuck.
 OVERVIEW_STATES: tuple[str, ...] = ("ready", "running", "delayed", "suspended", "dead", "failed")
-LIST_FILTERS: tuple[str, ...] = ("state", "queue", "name", "tenant", "id_prefix", "created_from", "created_to")
+LIST_FILTERS: tuple[str, ...] = (
+    "state", "queue", "name", "tenant", "id_prefix", "created_from", "created_to", "payload", "error",
+)  # fmt: skip
 PAGE_SIZE = 50
 _UNITS = ((86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
 JSON_SHOWN = 20_000  # characters of a payload or result shown before it is cut (the rest is elided)
@@ -104,6 +109,12 @@ def progress_fraction(progress: Mapping[str, Any] | None) -> float | None:
     if isinstance(fraction, int | float) and not isinstance(fraction, bool):
         return max(0.0, min(1.0, float(fraction)))
     return None
+
+
+def breakable(name: str) -> Markup:
+    """A job name, escaped, with a line-break opportunity after each dot and underscore
+    (``<wbr>``): a long module-qualified name wraps between its parts, never inside a word."""
+    return escape(name).replace(".", Markup(".<wbr>")).replace("_", Markup("_<wbr>"))
 
 
 def error_line(error: Mapping[str, Any] | None) -> str:
@@ -205,6 +216,9 @@ class JobFilters:
             "id_prefix": self.get("id_prefix"),
             "created_from": self.created_from,
             "created_to": self.created_to,
+            # the searches (admin.list: a walk bounded per page), spelled as `ls --payload/--error`
+            "payload": None if self.get("payload") is None else parse_payload_search(self.values["payload"]),
+            "error": self.get("error"),
             "limit": self.limit,
         }
 

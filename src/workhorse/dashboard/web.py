@@ -40,6 +40,7 @@ from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefus
 from workhorse.dashboard.views import (
     OVERVIEW_STATES,
     ago,
+    breakable,
     bulk_verbs,
     error_line,
     job_filters,
@@ -54,6 +55,7 @@ from workhorse.dashboard.views import (
     step_views,
     when_text,
 )
+from workhorse.drivers.base import SEARCH_SCAN
 from workhorse.errors import (
     ConfigurationError,
     DatabaseError,
@@ -62,6 +64,7 @@ from workhorse.errors import (
     SchemaError,
     WorkhorseError,
 )
+from workhorse.ids import short_id
 
 HERE = Path(__file__).parent
 STATIC = {  # the only files served: vendored, written here, nothing from a CDN
@@ -201,6 +204,7 @@ class Dashboard:
     async def jobs(self, request: Request) -> Response:
         params = dict(request.query_params)
         context: dict[str, Any] = {"page": "jobs", "filters": params, "jobs": [], "next": None, "prev": None}
+        context.update(scanned=None, search_scan=SEARCH_SCAN)
         try:
             filters = job_filters(params)
             context.update(filters=filters.values, query=filters.query(), bulk=bulk_verbs(filters.get("state")))
@@ -210,7 +214,8 @@ class Dashboard:
         except WorkhorseError as error:
             context.update(query=context.get("query", {}), bulk=[])
             return self.render(request, "jobs.html", status_of(error), error=error, **context)
-        context.update(jobs=page.jobs, next=page.next, prev=page.prev, now=datetime.now(UTC))  # clock-ok: display
+        context.update(jobs=page.jobs, next=page.next, prev=page.prev, scanned=page.scanned, search_scan=SEARCH_SCAN)
+        context.update(now=datetime.now(UTC))  # clock-ok: display
         return self.render(request, "jobs.html", **context)
 
     async def job(self, request: Request) -> Response:
@@ -380,6 +385,8 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         when=when_text,
         error_line=error_line,
         progress_line=progress_line,
+        short_id=short_id,
+        breakable=breakable,
     )
     dashboard = Dashboard(app, Guard(token), bool(read_only), float(refresh_seconds), templates)
     act = Actions(dashboard)
@@ -390,6 +397,7 @@ def build(app: App, *, token: str | None, read_only: bool, refresh_seconds: floa
         Route("/jobs/{job_id}", dashboard.job, name="job"),
         Route("/jobs/{job_id}/{verb}", act.job, methods=["POST"], name="job_action"),
         Route("/bulk/{verb}", act.bulk, methods=["POST"], name="bulk_action"),
+        Route("/bulk/{verb}/count", act.bulk_count, name="bulk_count"),
         Route("/queues/{verb}", act.queue, methods=["POST"], name="queue_action"),
         Route("/workers", dashboard.workers, name="workers"),
         Route("/tasks", dashboard.tasks, name="tasks"),

@@ -74,6 +74,7 @@ from workhorse.drivers.records import (
     WorkerInfo,
     shown_step,
 )
+from workhorse.drivers.searching import SEARCH_SCAN
 
 
 @runtime_checkable
@@ -289,6 +290,7 @@ __all__ = [
     "LIVE_STATES",
     "MAX_BULK",
     "PURGE_TARGETS",
+    "SEARCH_SCAN",
     "Beat",
     "BulkFilter",
     "BulkResult",

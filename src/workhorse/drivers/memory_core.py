@@ -38,6 +38,7 @@ from workhorse.drivers.base import (
     shown_step,
 )
 from workhorse.errors import ConfigurationError, PayloadError
+from workhorse.ids import short_id
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _KeySlot = tuple[str, str, str]
@@ -135,6 +136,7 @@ class _Row:
     finished_at: datetime | None = None
     flow_key: str | None = None  # the Concurrency(key=) key answered at enqueue
     traceparent: str | None = None  # stamped at enqueue (workhorse.tracing)
+    handed_back: dict[str, Any] | None = None  # SETTLE_MANY's 'interrupted': {at, worker, reason, attempt}
 
     def slot(self) -> _KeySlot | None:
         """This row's place in ``jobs_live_key_idx`` (the key counts only while the row is live)."""
@@ -152,9 +154,11 @@ class _Row:
         """LIST_PAGE's filters: each optional, ``state`` compared as reported."""
         return (
             (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
+            and (f.name_part is None or self.name == f.name_part or self.name.endswith("." + f.name_part))
             and (f.tenant is None or self.tenant == f.tenant)
             and (f.state is None or self.reported_state(now) == f.state)
             and (f.id_prefix is None or self.id.replace("-", "").startswith(f.id_prefix))
+            and (f.short_id is None or short_id(self.id) == f.short_id)
             and (f.created_from is None or self.created_at >= f.created_from)
             and (f.created_to is None or self.created_at < f.created_to)
         )  # fmt: skip
@@ -184,6 +188,7 @@ class _Row:
             started_at=self.started_at, finished_at=self.finished_at, updated_at=self.updated_at,
             errors=_load(self.errors) or [], flow_key=self.flow_key, traceparent=self.traceparent,
             lease_lapsed=self.lapsed(now),
+            handed_back=None if self.handed_back is None else dict(self.handed_back),
         )  # fmt: skip
 
     def lapsed(self, now: datetime) -> bool:

@@ -29,6 +29,7 @@ from workhorse.drivers.base import (
     WorkerInfo,
 )
 from workhorse.drivers.memory_core import MemoryCore, _by_seq, _canonical, _KeySlot, _Row, _trunc
+from workhorse.drivers.searching import SEARCH_SCAN, contains, searched_page
 from workhorse.errors import ConfigurationError
 
 _SNAPSHOT_STATES = frozenset({"ready", "delayed", "running", "suspended", "dead", "failed"})
@@ -70,6 +71,9 @@ class MemoryOperate(MemoryCore):
             at = None if cursor is None else _canonical(cursor)
             if cursor is not None and at is None:
                 raise refusals.bad_cursor(cursor, which=which)
+            if filters.searches:  # admin_sql.search_page: a bounded walk, then the hits among it
+                rows = list(self._rows.values())
+                return self._search(rows, filters, now, limit=limit, at=at, after=after, before=before)
             rows = [r for r in self._rows.values() if r.matches(filters, now)]
             if at is not None and before is not None:  # the nearest newer rows: ascending, then reversed
                 rows = sorted((r for r in rows if r.id > at), key=lambda r: r.id)[: max(limit, 0)][::-1]
@@ -84,6 +88,41 @@ class MemoryOperate(MemoryCore):
             jobs,
             next=jobs[-1].id if full else None,
             prev=jobs[0].id if after is not None and jobs else None,
+        )
+
+    def _search(
+        self,
+        rows: list[_Row],
+        filters: ListFilter,
+        now: datetime,
+        *,
+        limit: int,
+        at: str | None,
+        after: str | None,
+        before: str | None,
+    ) -> Page:
+        if filters.error is not None:  # jobs_errored_idx: the error search walks the failed jobs alone
+            rows = [r for r in rows if r.last_error is not None]
+        if before is not None:
+            walked = sorted((r for r in rows if at is None or r.id > at), key=lambda r: r.id)[:SEARCH_SCAN]
+        else:
+            walked = sorted((r for r in rows if at is None or r.id < at), key=lambda r: r.id, reverse=True)
+            walked = walked[:SEARCH_SCAN]
+        wanted = (filters.error or "").lower()
+        hits = []
+        for r in walked:
+            if not r.matches(filters, now):  # the list's filters, on the rows walked
+                continue
+            job = r.job(now)
+            error = job.last_error or {}
+            found = filters.payload is None or contains(job.payload, filters.payload)
+            if found and filters.error is not None:
+                found = any(wanted in str(error.get(k) or "").lower() for k in ("message", "type"))
+            if found:
+                hits.append(job)
+        walked_to = walked[-1].id if walked else None
+        return searched_page(
+            hits[:limit], limit=limit, after=after, before=before, walked_to=walked_to, walked=len(walked)
         )
 
     async def list_workers(self) -> list[WorkerInfo]:

@@ -21,7 +21,7 @@ from workhorse.drivers.base import (
     StepFence,
     WorkerInfo,
 )
-from workhorse.drivers.memory_core import _json_text
+from workhorse.drivers.memory_core import _json_text, _json_time
 from workhorse.drivers.memory_flow import MemoryFlow
 from workhorse.drivers.wakeups import Subscription
 from workhorse.errors import ConfigurationError
@@ -161,6 +161,8 @@ class MemoryWork(MemoryFlow):
                 if s.progress is not None:
                     r.progress = s.progress  # the final unflushed report rides the settle
                 if s.outcome == "interrupted":
+                    at = _json_time(now)
+                    r.handed_back = {"at": at, "worker": s.worker_id, "reason": s.reason, "attempt": r.attempt}
                     r.attempt = max(r.attempt - 1, 0)
                 if s.outcome in ("retry", "interrupted"):
                     r.run_at = now + timedelta(seconds=s.delay)

@@ -64,8 +64,14 @@ class PassLedger:
         rows = await self._rows(sql.LOCK_ROW, {"id": pass_id})
         return rows[0] if rows else None
 
+    async def rows_written(self) -> int | None:
+        """Rows the open transaction has written so far, in any table (None: not counted)."""
+        found = await self._rows(sql.ROWS_WRITTEN, {})
+        written = found[0]["written"] if found else None
+        return None if written is None else int(written)
+
     async def checkpoint(
-        self, pass_id: int, *, cursor: Any, rows: int, status: str, remaining: int | None, error: str | None
+        self, pass_id: int, *, cursor: Any, rows: int | None, status: str, remaining: int | None, error: str | None
     ) -> None:
         await self._rows(
             sql.CHECKPOINT,

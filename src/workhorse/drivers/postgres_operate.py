@@ -4,6 +4,7 @@ through ``app.admin``, the CLI and the metrics endpoint; and the counter folds t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -37,7 +38,9 @@ from workhorse.drivers.base import (
     shown_step,
 )
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
+from workhorse.drivers.searching import SEARCH_SCAN, searched_page
 from workhorse.errors import DatabaseError
+from workhorse.ids import SHORT_ID_PERIODS
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
 
@@ -72,7 +75,13 @@ def _job(row: dict[str, Any]) -> Job:
         flow_key=row.get("flow_key"),
         traceparent=row.get("traceparent"),
         lease_lapsed=bool(row.get("lease_lapsed")),
+        handed_back=row.get("handed_back"),
     )
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` for a LIKE pattern whose every character means itself (the default escape, ``\\``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class PostgresOperate(PostgresCore):
@@ -116,9 +125,19 @@ class PostgresOperate(PostgresCore):
         if filters.id_prefix is not None:
             params["id_low"], params["id_high"] = _id_range(filters.id_prefix)
             given.append("id_prefix")
+        if filters.name_part is not None:
+            params["name_part"], params["name_like"] = filters.name_part, "%." + _like_escaped(filters.name_part)
+            given.append("name_part")
         cursor, which = (before, "before") if before is not None else (after, "after")
         if cursor is not None and not _is_uuid(cursor):
             raise refusals.bad_cursor(cursor, which=which)
+        if filters.searches:
+            return await self._search(filters, params, given, limit=limit, after=after, before=before)
+        if filters.short_id is not None:  # admin.resolve's lookup: the short id alone
+            short = filters.short_id
+            found = {"low": short[:6], "counter": short[6:9], "rand": short[9:12], "periods": SHORT_ID_PERIODS}
+            rows = await self.fetch(admin_sql.SHORT_ID_LOOKUP, {**found, "limit": limit})
+            return Page([_job(r) for r in rows], next=None)
         rows = await self.fetch(admin_sql.list_page(given, backwards=before is not None), params)
         jobs = [_job(r) for r in rows]
         full = len(jobs) == limit
@@ -130,6 +149,30 @@ class PostgresOperate(PostgresCore):
             next=jobs[-1].id if full else None,
             prev=jobs[0].id if after is not None and jobs else None,
         )
+
+    async def _search(
+        self,
+        filters: ListFilter,
+        params: dict[str, Any],
+        given: list[str],
+        *,
+        limit: int,
+        after: str | None,
+        before: str | None,
+    ) -> Page:
+        """A page of a bounded search (``admin_sql.search_page``): at most SEARCH_SCAN rows walked."""
+        searches = []
+        if filters.payload is not None:
+            params["payload"] = json.dumps(filters.payload)
+            searches.append("payload")
+        if filters.error is not None:
+            params["error_like"] = "%" + _like_escaped(filters.error) + "%"
+            searches.append("error")
+        params["scan"] = SEARCH_SCAN
+        rows = await self.fetch(admin_sql.search_page(given, searches, backwards=before is not None), params)
+        jobs = [_job(r) for r in rows if r["id"] is not None]
+        walked_to, walked = (rows[0]["walked_to"], int(rows[0]["walked"])) if rows else (None, 0)
+        return searched_page(jobs, limit=limit, after=after, before=before, walked_to=walked_to, walked=walked)
 
     async def list_workers(self) -> list[WorkerInfo]:
         rows = await self.fetch(worker_sql.LIVE)

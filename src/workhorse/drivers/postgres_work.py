@@ -203,6 +203,7 @@ class PostgresWork(PostgresCore):
                 "errors": pg_array([s.error for s in settlements]),
                 "delays": pg_array([s.delay for s in settlements]),
                 "progresses": pg_array([s.progress for s in settlements]),
+                "reasons": pg_array([s.reason for s in settlements]),
                 "release": release,
                 "channel": self.channel,
                 "settled_channel": self.schema + sql.SETTLED_CHANNEL_SUFFIX,

@@ -90,6 +90,8 @@ class Job:
     # Running, and its lease lapsed (on the driver's clock, when read): its worker stopped renewing
     # it and no claim nor rescue has recovered it yet (see ``workhorse.rescue``).
     lease_lapsed: bool = False
+    # Its last hand-back, unspent (a drain, ctx.hand_back()): {at, worker, reason, attempt}; None: never.
+    handed_back: dict[str, Any] | None = None
 
     def to_dict(self, *, with_steps: bool = True) -> dict[str, Any]:
         """The JSON shape the CLI prints (``show --json``; ``ls --json`` without steps)."""
@@ -121,6 +123,7 @@ class Job:
             "lease_expires_at": iso(self.lease_expires_at),
             "lease_lapsed": self.lease_lapsed,
             "traceparent": self.traceparent,
+            "handed_back": self.handed_back,
         }
         if with_steps:
             out["steps"] = list(self.steps)
@@ -352,6 +355,7 @@ class Settlement:
     error: str | None = None  # JSON text {type, message, traceback}
     delay: float = 0.0  # seconds until the retry is due
     progress: str | None = None  # JSON text: a progress report not yet written, flushed by the settle
+    reason: str | None = None  # "interrupted": why it was handed back (kept in jobs.handed_back)
 
 
 @dataclass(frozen=True)
@@ -452,29 +456,50 @@ def shown_step(
 @dataclass(frozen=True)
 class ListFilter:
     """What ``list`` narrows by; None means any. ``state`` is the REPORTED state (a due delayed or
-    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits).
-    ``created_from`` is inclusive, ``created_to`` exclusive."""
+    suspended row is 'ready'). ``id_prefix`` is lowercase hex, dashes removed (1 to 32 digits);
+    ``short_id`` an id's short form, 12 lowercase hex digits (``workhorse.ids.short_id``), looked up alone.
+    ``name_part``: that name, or the last dotted part of a name (``send_receipt`` matches
+    ``shop.jobs.send_receipt``). ``created_from`` is inclusive, ``created_to`` exclusive.
+
+    The searches, ``payload`` (a JSON object the payload contains, as jsonb's ``@>``) and
+    ``error`` (text the last error's type or message contains, case-insensitive), are read on a
+    bounded walk: at most SEARCH_SCAN rows a page (``Page.scanned``)."""
 
     queue: str | None = None
     name: str | None = None
+    name_part: str | None = None
     state: str | None = None
     tenant: str | None = None
     id_prefix: str | None = None
+    short_id: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    payload: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def searches(self) -> bool:
+        return self.payload is not None or self.error is not None
 
 
 @dataclass(frozen=True)
 class Page:
     """One page, newest first. ``next``: pass as ``after`` for older rows (None on the last page).
-    ``prev``: pass as ``before`` for newer rows (None on the first page)."""
+    ``prev``: pass as ``before`` for newer rows (None on the first page). ``scanned``: with a
+    search, how many rows this page examined (at most SEARCH_SCAN; ``next`` then continues after
+    the last one examined, whether or not it matched); None without one."""
 
     jobs: list[Job]
     next: str | None
     prev: str | None = None
+    scanned: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next, "prev": self.prev}
+        out: dict[str, Any] = {"jobs": [j.to_dict(with_steps=False) for j in self.jobs], "next": self.next}
+        out["prev"] = self.prev
+        if self.scanned is not None:
+            out["scanned"] = self.scanned
+        return out
 
 
 BulkVerb = Literal["requeue", "remove", "promote", "cancel"]

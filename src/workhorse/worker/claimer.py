@@ -39,6 +39,7 @@ from workhorse.drivers.base import Buried, Claimed, ClaimResult, FlowRules, Sett
 from workhorse.drivers.wakeups import Wakeups
 from workhorse.errors import WorkhorseError
 from workhorse.worker.clock import lease_clock
+from workhorse.worker.execute import NOT_STARTED
 from workhorse.worker.records import Control, WorkerStats
 from workhorse.worker.table import RunTable
 
@@ -288,7 +289,7 @@ class Claimer:
         leases to lapse and the claim that takes them back spends an attempt."""
         if not claimed:
             return
-        settlements = [Settlement(c.id, self.worker_id, c.claims, "interrupted") for c in claimed]
+        settlements = [Settlement(c.id, self.worker_id, c.claims, "interrupted", reason=NOT_STARTED) for c in claimed]
         for tries in range(1, HAND_BACK_TRIES + 1):
             try:
                 landed = await self.control.settle.settle(settlements)

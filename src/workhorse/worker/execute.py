@@ -32,6 +32,12 @@ from workhorse.tracing import attempt_span
 log = logging.getLogger("workhorse.worker")
 
 
+# Why a run went back unspent, as `show` and the dashboard print it (jobs.handed_back.reason).
+CUT_OFF = "its worker drained and the run did not end within the drain timeout: cancelled, handed back"
+HANDED_ITSELF_BACK = "its worker drained and the body handed itself back (ctx.hand_back())"
+NOT_STARTED = "claimed ahead by a worker that drained before starting it"
+
+
 @dataclass(slots=True)
 class Verdict:
     """What the worker settles for one attempt. ``outcome`` None: write nothing (lease lost, cancelled,
@@ -43,6 +49,7 @@ class Verdict:
     delay: float = 0.0
     result_value: Any = None
     suspended: bool = False
+    reason: str | None = None  # "interrupted": why it goes back (kept on the job: jobs.handed_back)
 
 
 @dataclass(slots=True)
@@ -127,7 +134,7 @@ async def execute(
         return _cancelled_verdict(run)
     except HandBack:  # ctx.hand_back() during a drain: back ready, unspent, like the cut-off's
         if not run.reasons:
-            run.reasons.append("drain")
+            run.reasons.append("hand back")
         return _cancelled_verdict(run)
     except (LeaseLostError, NotStarted):
         if not run.reasons:  # a fenced step write found the claim gone before the heartbeat did,
@@ -147,7 +154,9 @@ def _cancelled_verdict(run: Run) -> Verdict:
         assert run.handle.timeout is not None
         return _failure(run, DeadlinePassed(run.handle.name, run.handle.timeout))
     if reason == "drain":
-        return Verdict("interrupted")
+        return Verdict("interrupted", reason=CUT_OFF)
+    if reason == "hand back":
+        return Verdict("interrupted", reason=HANDED_ITSELF_BACK)
     return Verdict(None)  # lease lost or cancelled by an operator: the row is not ours to write
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from workhorse.drivers.base import Buried, Settlement
 from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
+from workhorse.ids import short_id
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.rescue import announce_buried, on_settled
 from workhorse.worker.clock import lease_clock
@@ -53,15 +54,16 @@ def log_outcome(worker_id: str, held: Held, verdict: Verdict) -> None:
         tail = f": {fields['error_type']}: {fields['error_message']}"
     if outcome == "retry":
         tail += f" (next try in {verdict.delay:.3g}s)"
+    short = short_id(run.claimed.id)  # as `ls` prints it and every command takes it; job_id stays whole
     if outcome == "interrupted":
         log.warning(
             "job %s %s handed back unspent by the drain (queue %s, attempt %d)",
-            fields["job_id"], fields["job"], fields["queue"], fields["attempt"], extra=fields,
+            short, fields["job"], fields["queue"], fields["attempt"], extra=fields,
         )  # fmt: skip
         return
     log.info(
         "job %s %s %s (queue %s, attempt %d, %.1f ms)%s",
-        fields["job_id"], fields["job"], _OUTCOME_WORDS.get(str(outcome), str(outcome)), fields["queue"],
+        short, fields["job"], _OUTCOME_WORDS.get(str(outcome), str(outcome)), fields["queue"],
         fields["attempt"], fields["duration_ms"], tail, extra=fields,
     )  # fmt: skip
 
@@ -175,6 +177,7 @@ class Settler:
             error=verdict.error,
             delay=verdict.delay,
             progress=held.run.ctx._progress_latest,
+            reason=verdict.reason,
         )
 
     def announce(self, held: Held, verdict: Verdict) -> None:

@@ -32,6 +32,10 @@ LIST_SELECT = "select " + JOB_COLUMNS + " from {schema}.jobs as j"
 LIST_FILTERS: dict[str, str] = {
     "queue": "j.queue = %(queue)s",
     "name": "j.name = %(name)s",
+    # `ls --name send_receipt`: that name, or the last dotted part of a module-qualified one
+    # (`shop.jobs.send_receipt`); `name_like` is '%.' and the LIKE-escaped name. A filter on the
+    # same primary-key walk as `name` (no index on name), so it costs what an exact name does.
+    "name_part": "(j.name = %(name_part)s or j.name like %(name_like)s)",
     "tenant": "j.tenant = %(tenant)s",
     "state": REPORTED_STATE + " = %(state)s",
     "id_prefix": "j.id between %(id_low)s::uuid and %(id_high)s::uuid",
@@ -54,6 +58,106 @@ def list_page(filters: Iterable[str], *, backwards: bool) -> str:
     conditions = [condition for name, condition in LIST_FILTERS.items() if name in given]
     where = (" where " + "\n  and ".join(conditions)) if conditions else ""
     return f"{LIST_SELECT}{where}\n{LIST_OLDEST_FIRST if backwards else LIST_NEWEST_FIRST}"
+
+
+# -- a short id ------------------------------------------------------------------------------------
+#
+# A job by its short id (workhorse.ids.short_id: the low 24 bits of its id's millisecond `low`, its
+# counter `counter`, three random digits `rand`). The millisecond's high 24 bits are not in it:
+# each period of 2^24 ms (4.7 hours) from the newest job's back to the oldest's (at most %(periods)s
+# of them, newest first) is one range of the primary key, the ids of that millisecond and counter
+# (one a process), filtered by the random digits. So a short id needs no index of its own: one
+# would take an entry on every claim and settle (they are not HOT updates), a third of a worker's
+# throughput. The ends are read off jobs_pkey; uuid has no min/max.
+SHORT_ID_LOOKUP = (
+    """
+with ends as (  -- the periods of the oldest and the newest ids: their first 24 bits
+    select ('x' || left((select j.id::text from {schema}.jobs as j order by j.id limit 1), 6))::bit(24)::int as first,
+           ('x' || left((select j.id::text from {schema}.jobs as j order by j.id desc limit 1), 6))::bit(24)::int
+               as last
+), periods as (  -- the id's first 18 characters: that millisecond, version 7, that counter
+    select left(ms, 8) || '-' || right(ms, 4) || '-7' || %(counter)s as head
+    from ends,
+         generate_series(ends.last, greatest(ends.first, ends.last - %(periods)s + 1), -1) as p,
+         lateral (select lpad(to_hex(p), 6, '0') || %(low)s as ms) as m
+), hits as (  -- at most `limit` ids: the page is a primary-key lookup each, never a walk of the key
+    select found.id
+    from periods
+    cross join lateral (  -- per period, one jobs_pkey range; the LIMIT keeps it a subquery a period
+        select candidate.id
+        from {schema}.jobs as candidate
+        where candidate.id between (periods.head || '-0000-000000000000')::uuid
+                               and (periods.head || '-ffff-ffffffffffff')::uuid
+          and substr(candidate.id::text, 21, 3) = %(rand)s  -- the three random digits after the variant digit
+        order by candidate.id desc
+        limit %(limit)s
+    ) as found
+    order by found.id desc
+    limit %(limit)s
+)
+select """
+    + JOB_COLUMNS
+    + """
+from hits
+join {schema}.jobs as j on j.id = hits.id
+order by j.id desc
+"""
+)
+
+
+# -- search: a payload field, an error's text ---------------------------------------------------------
+#
+# A payload search has no index (a GIN index on every payload would cost every enqueue an entry
+# for a search an operator runs now and then): it is read on the list's own walk of the primary
+# key, newest first from the cursor, and the walk is BOUNDED: each page examines the next
+# %(scan)s rows in id order (`walked`), whatever they are, then keeps those that pass every filter
+# (the list's and the search's: `hit`) and reads the page's hits back by primary key. An error
+# search walks only the jobs that have an error, in the same order, through jobs_errored_idx
+# (migration 020: an entry per job that ever failed an attempt, nothing for the others). A page
+# costs the same at any table size and whatever matches. `walked_to` is the last row examined:
+# when the budget ran out before the page filled, it is the next page's cursor ("searched 10,000
+# jobs; Older → searches on"). `walked` is how many rows were examined.
+SEARCH_FILTERS: dict[str, str] = {
+    # payload @> the given object: {"order": 42} matches a payload with that field and value.
+    "payload": "j.payload @> %(payload)s::jsonb",
+    # the last error's type or message contains the text (case-insensitive; `error_like` is
+    # '%' + the LIKE-escaped text + '%').
+    "error": "(j.last_error ->> 'message' ilike %(error_like)s or j.last_error ->> 'type' ilike %(error_like)s)",
+}
+CURSORS = ("after", "before")
+
+
+def search_page(filters: Iterable[str], searches: Iterable[str], *, backwards: bool) -> str:
+    """The bounded search page for these LIST_FILTERS names and SEARCH_FILTERS names. One row per
+    hit, newest first (oldest first ``backwards``), each with `walked_to` and `walked`; when
+    nothing matched, one row of nulls carrying them."""
+    given, wanted = set(filters), set(searches)
+    walk = [condition for name, condition in LIST_FILTERS.items() if name in given and name in CURSORS]
+    if "error" in wanted:
+        walk.append("j.last_error is not null")  # jobs_errored_idx: only the jobs that ever failed
+    where = (" where " + " and ".join(walk)) if walk else ""
+    tests = [condition for name, condition in LIST_FILTERS.items() if name in given and name not in CURSORS]
+    tests += [condition for name, condition in SEARCH_FILTERS.items() if name in wanted]
+    hit = "\n             and ".join(tests) or "true"
+    order, last = ("asc", "max") if backwards else ("desc", "min")
+    return f"""
+with walked as materialized (
+    select j.id, ({hit}) as hit
+    from {{schema}}.jobs as j{where}
+    order by j.id {order}
+    limit %(scan)s
+), hits as (
+    select walked.id from walked where walked.hit order by walked.id {order} limit %(limit)s
+), walk as (
+    -- uuid has no min/max; a canonical uuid's text sorts as the uuid does
+    select {last}(walked.id::text) as walked_to, count(*) as walked from walked
+)
+select {JOB_COLUMNS}, walk.walked_to, walk.walked
+from walk
+left join hits on true
+left join {{schema}}.jobs as j on j.id = hits.id  -- a primary-key lookup per hit
+order by j.id {order} nulls last
+"""
 
 
 # -- bulk verbs -------------------------------------------------------------------------------------

@@ -49,11 +49,23 @@ where p.id = %(id)s
 for update
 """
 
+# What a batch wrote: read in its transaction just before and just after the function runs (so
+# neither LOCK_ROW nor CHECKPOINT is in the difference): rows inserted, updated or deleted so far
+# by this transaction in any table (pg_stat_xact_user_tables: this backend's counters of the open
+# transaction, cheap to read). Null when the server keeps no counts (track_counts off): the batch's
+# rows are then unknown, not 0.
+ROWS_WRITTEN = """
+select case when current_setting('track_counts')::boolean
+            then coalesce(sum(t.n_tup_ins + t.n_tup_upd + t.n_tup_del), 0)::bigint end as written
+from pg_stat_xact_user_tables as t
+"""
+
 # A batch's last statement, in the batch's transaction. `status` running, completed or stalled.
+# A batch of unknown rows (null) makes the pass's total unknown from then on (migration 018).
 CHECKPOINT = """
 update {schema}.backfill_passes
 set cursor = coalesce(%(cursor)s::jsonb, cursor),  -- the sweep's end keeps the last cursor
-    rows = rows + %(rows)s,
+    rows = rows + %(rows)s::bigint,
     batches = batches + 1,
     status = %(status)s::text,
     remaining = %(remaining)s,

@@ -77,7 +77,7 @@ JOB_COLUMNS = (
     + """ as state,
     j.priority, j.payload, j.result, j.last_error, j.errors, j.progress, j.idempotency_key,
     j.attempt, j.max_attempts, j.dead_letter, j.claims, j.worker_id, j.lease_expires_at,
-    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key, j.traceparent,
+    j.run_at, j.created_at, j.started_at, j.finished_at, j.updated_at, j.flow_key, j.traceparent, j.handed_back,
     j.state = 'running' and j.lease_expires_at < now() as lease_lapsed
 """
 )
@@ -413,7 +413,8 @@ select 'worker', id from registry
 #   done         finished, result stored
 #   retry        back to ready/delayed after `delay` seconds; the attempt stays spent
 #   interrupted  handed back ready now, the attempt NOT spent (drain, shed); its queue is woken, so an
-#                idle worker elsewhere takes it at once (a deploy's drain does not wait for a poll)
+#                idle worker elsewhere takes it at once (a deploy's drain does not wait for a poll);
+#                `handed_back` keeps when, by which worker, why (`reason`) and which attempt
 #   dead/failed  finished for good
 # An error (retry, dead, failed) becomes last_error (whole, with its traceback) and is appended to
 # the errors history. A progress report the run made but had not written yet rides along (null
@@ -430,11 +431,12 @@ SETTLE_MANY = (
     """
 with s as materialized (
     select 'running'::text as fenced, t.id, t.worker_id, t.claim, t.outcome, t.result::jsonb as result,
-           t.error::jsonb as error, t.delay, t.progress::jsonb as progress
+           t.error::jsonb as error, t.delay, t.progress::jsonb as progress, t.reason
     from unnest(
         %(ids)s::uuid[], %(worker_ids)s::text[], %(claims)s::int[], %(outcomes)s::text[],
-        %(results)s::text[], %(errors)s::text[], %(delays)s::float8[], %(progresses)s::text[]
-    ) as t(id, worker_id, claim, outcome, result, error, delay, progress)
+        %(results)s::text[], %(errors)s::text[], %(delays)s::float8[], %(progresses)s::text[],
+        %(reasons)s::text[]
+    ) as t(id, worker_id, claim, outcome, result, error, delay, progress, reason)
 ), settled as (
     update {schema}.jobs as j
     set state = case s.outcome
@@ -447,6 +449,10 @@ with s as materialized (
     + errors_appended("s.error")
     + """ end,
         progress = coalesce(s.progress, j.progress),
+        handed_back = case when s.outcome = 'interrupted'
+                           then jsonb_build_object('at', now(), 'worker', s.worker_id, 'reason', s.reason,
+                                                   'attempt', j.attempt)
+                           else j.handed_back end,
         attempt = case when s.outcome = 'interrupted' then greatest(j.attempt - 1, 0) else j.attempt end,
         run_at = case when s.outcome in ('retry', 'interrupted')
                       then now() + s.delay * interval '1 second' else j.run_at end,
