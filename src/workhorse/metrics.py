@@ -104,6 +104,7 @@ __all__ = [
 log = logging.getLogger("workhorse.metrics")
 
 DEFAULT_TIMEOUT: Final = 5.0  # seconds; under Prometheus' default scrape_timeout of 10s
+SHUTDOWN_GRACE: Final = 5.0  # seconds a stopping loop gives its cancelled snapshots to unwind
 # 'lapsed' is no stored state: running jobs whose lease lapsed, counted apart from 'running'.
 JOB_STATES: Final = ("ready", "delayed", "running", "lapsed", "suspended", "dead", "failed")
 COUNTERS: Final = (
@@ -250,6 +251,15 @@ class _LoopThread:
         asyncio.set_event_loop(loop)
         try:
             loop.run_forever()
+            # A snapshot still waiting when the loop stops (one past its timeout, on a database
+            # that does not answer) is cancelled and let unwind here, as asyncio.run does: closed
+            # with the loop, it would be destroyed pending and unwind later, in the garbage
+            # collector, against a closed loop.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_GRACE))
         finally:
             loop.close()
 

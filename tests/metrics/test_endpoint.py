@@ -7,6 +7,7 @@ import asyncio
 import gzip
 import io
 import logging
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -319,3 +320,26 @@ def test_a_server_over_a_database_that_is_down_still_answers() -> None:
     ):
         text = response.read().decode()
     assert samples(text)[("workhorse_up", ())] == 0
+
+
+def test_a_snapshot_left_waiting_unwinds_before_its_loop_closes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scrape past its timeout leaves its snapshot waiting on a database that does not answer;
+    closing the collector cancels it and lets it unwind on its loop. Destroyed pending with the
+    closed loop instead, it unwound later in the garbage collector, raising there ("Event loop is
+    closed") inside whatever test ran next."""
+    import gc
+    import sys
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/x"
+        collector = WorkhorseCollector(App(url, schema="nowhere"), timeout=0.3)
+        assert samples(generate_latest(_Registry(collector)).decode())[("workhorse_up", ())] == 0
+        collector.close()
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []  # "Task was destroyed ..."
+    assert [str(u.exc_value) for u in unraisable] == []

@@ -21,7 +21,7 @@ import workhorse
 
 SRC = Path(workhorse.__file__).parent
 PACKAGE = "workhorse"
-MAX_LINES = 600
+MAX_LINES = 900  # a hard limit, not a target: split a module by concept, never to satisfy a count
 
 # (a) Only the drivers, the SQL package and the embedded server speak psycopg.
 PSYCOPG = ("psycopg", "psycopg_pool")
