@@ -1,8 +1,9 @@
 """``python manage.py workhorse_worker [options]``: ``workhorse worker`` with Django set up.
 
 Every option after the command name is ``workhorse worker``'s (``--queues``, ``--concurrency``,
-``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...); the App is ``settings.WORKHORSE_APP``.
-Plain ``def`` bodies have Django's stale connections closed around each run.
+``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...). The App is
+``workhorse.contrib.django.get_app()``: ``settings.WORKHORSE['APP']`` when set, else a ``DjangoApp``
+built from the settings. Plain ``def`` bodies have Django's stale connections closed around each run.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workhorse.contrib.django import app_spec, close_old_connections
+from workhorse.contrib.django import close_old_connections, get_app
+from workhorse.contrib.django.settings import app_spec_setting
 
 
 class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
@@ -40,10 +42,12 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
                   for arg in (f"--{name.replace('_', '-')}", str(options[name]))),
                 *(f"--{name.replace('_', '-')}" for name in ("burst", "no_scheduler") if options.get(name)),
             ]  # fmt: skip
-        spec = app_spec()
-        close_old_connections(load_app(spec))  # the CLI's load_app answers this same App object
+        spec = app_spec_setting()
+        app = load_app(spec) if spec is not None else get_app()  # load_app answers the module's one App
+        close_old_connections(app)
+        state = State(standalone=True, _app=app) if spec is None else State(standalone=True)
         cli.main(
-            args=["--app", spec, "worker", *worker_args],
+            args=[*(["--app", spec] if spec is not None else []), "worker", *worker_args],
             prog_name="manage.py workhorse_worker",
-            obj=State(standalone=True),
+            obj=state,
         )
