@@ -24,24 +24,11 @@ from typing import Any
 from django.db import migrations
 
 from workhorse._db.migrate import Migration, available
+from workhorse._db.queries import django as sql
 from workhorse._db.queries import migrations as ledger_sql
 from workhorse.contrib.django.settings import database_alias, schema_name
 from workhorse.drivers.postgres import check_schema_name
 from workhorse.errors import ConfigurationError
-
-# The lock ``workhorse migrate`` takes (ledger_sql.LOCK), with the schema as a literal.
-LOCK = "select pg_advisory_xact_lock(hashtext('workhorse:migrate:{schema}'))"
-
-# Apply one file unless the ledger records it, and record it: one statement, so `sqlmigrate`
-# shows what runs. {tag} quotes the file's text for EXECUTE (a tag the text never contains).
-GUARDED = """do $workhorse_guard$
-begin
-    if not exists (select from {schema}.migrations where version = {version}) then
-        execute {tag}{text}{tag};
-        insert into {schema}.migrations (version, name) values ({version}, '{name}');
-    end if;
-end
-$workhorse_guard$"""
 
 
 def migration_file(version: int) -> Migration:
@@ -67,10 +54,10 @@ def statements(version: int, schema: str) -> list[str]:
             fix="rename the dollar-quote tag in that migration file",
         )
     return [
-        LOCK.format(schema=schema),
+        sql.MIGRATE_LOCK.format(schema=schema),
         ledger_sql.CREATE_SCHEMA.format(schema=schema),
         ledger_sql.CREATE_LEDGER.format(schema=schema).strip(),
-        GUARDED.format(schema=schema, version=version, name=found.name, tag=tag, text=text),
+        sql.MIGRATE_ONCE.format(schema=schema, version=version, name=found.name, tag=tag, text=text),
     ]
 
 

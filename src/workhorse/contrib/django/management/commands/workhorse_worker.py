@@ -44,6 +44,13 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
             ]  # fmt: skip
         spec = app_spec_setting()
         app = load_app(spec) if spec is not None else get_app()  # load_app answers the module's one App
+        if _runs_django_tasks():
+            from workhorse.contrib.django.tasks import declare_tasks
+
+            allowed = declare_tasks()
+            if allowed is not None and not any(a == "--queues" or a.startswith("--queues=") for a in worker_args):
+                served = sorted({h.queue for h in app.jobs.values()} | set(allowed))
+                worker_args = ["--queues", ",".join(served), *worker_args]
         close_old_connections(app)
         state = State(standalone=True, _app=app) if spec is None else State(standalone=True)
         cli.main(
@@ -51,3 +58,12 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
             prog_name="manage.py workhorse_worker",
             obj=state,
         )
+
+
+def _runs_django_tasks() -> bool:
+    """Whether ``settings.TASKS`` names workhorse's backend (then the worker runs Django tasks too)."""
+    from django.conf import settings
+
+    configured = getattr(settings, "TASKS", None) or {}
+    backend = "workhorse.contrib.django.tasks.WorkhorseBackend"
+    return any(isinstance(c, dict) and c.get("BACKEND") == backend for c in configured.values())
