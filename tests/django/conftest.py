@@ -23,10 +23,12 @@ def site(database_url: str) -> Iterator[dict[str, str]]:
     os.environ.update(env)
     sys.path.insert(0, str(SITE))
     from django.core.management import call_command
+    from django.test.utils import setup_test_environment
 
     import django
 
     django.setup()
+    setup_test_environment()  # the test client then keeps each response's context (its messages)
     call_command("migrate", verbosity=0)
     try:
         yield {**env, "URL": url_of(database_url, dbname)}

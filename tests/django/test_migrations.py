@@ -82,3 +82,9 @@ def test_the_django_migration_cannot_be_reversed(fresh_site: dict[str, str]) -> 
     assert run(["manage.py", "migrate", "workhorse", "0002", "-v", "0"], fresh_site).returncode == 0
     done = run(["manage.py", "migrate", "workhorse", "0001", "-v", "0"], fresh_site)
     assert done.returncode != 0 and "not reversible" in (done.stdout + done.stderr).lower()
+
+
+def test_makemigrations_finds_nothing_to_add_for_workhorse(site: dict[str, str]) -> None:
+    from django.core.management import call_command
+
+    call_command("makemigrations", "workhorse", "--check", "--dry-run", verbosity=0)  # exits 1 on changes

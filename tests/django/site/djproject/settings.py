@@ -20,7 +20,7 @@ DATABASES = {
     }
 }
 
-WORKHORSE = {"SCHEMA": os.environ["WHDJ_SCHEMA"]}
+WORKHORSE = {"SCHEMA": os.environ["WHDJ_SCHEMA"], "TASK_MODULES": ["shop.jobs"]}
 
 TASKS = {
     "default": {
