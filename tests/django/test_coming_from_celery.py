@@ -4,6 +4,7 @@ comment above, the workhorse form as the guide shows it. Plain workhorse on a fr
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -107,6 +108,19 @@ async def test_acks_late_is_the_default_and_the_idempotency_token(pg_app: App) -
     await burst(pg_app)
     job = await pg_app.wait(ref, timeout="10s")
     assert job.result == f"{ref.id}:1" == charged[0]
+
+
+async def test_time_limit_is_a_timeout(pg_app: App) -> None:
+    # @shared_task(time_limit=300)
+    @pg_app.job(name="reports.render", tenant="none", timeout="0.3s", retry=Retry(attempts=1))  # "5m" in the guide
+    async def render(ctx: JobContext, payload: dict[str, Any]) -> str:
+        await asyncio.sleep(30)  # cancelled at the time limit (a plain def checks ctx.cancelled)
+        return "never"
+
+    ref = await render.enqueue({})
+    await burst(pg_app)
+    job = await pg_app.wait(ref, timeout="10s")
+    assert job.state == "dead" and job.result is None and job.last_error is not None
 
 
 async def test_unique_task_is_a_key(pg_app: App) -> None:
