@@ -22,6 +22,7 @@ from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
+from workhorse.storable import flaw
 from workhorse.tracing import current_traceparent
 from workhorse.typed import PayloadType, payload_type_of
 
@@ -89,9 +90,15 @@ def _main_module_name(fn: Callable[..., Any]) -> str:
 
 
 def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > limit or "\x00" in value:
+    if not isinstance(value, str) or not value or len(value) > limit:
         raise ConfigurationError(
             cause=f"{what} expected a non-empty string of at most {limit} characters, got {value!r}", fix=fix
+        )
+    wrong = flaw(value)
+    if wrong is not None:
+        raise ConfigurationError(
+            cause=f"{what} holds {wrong}; PostgreSQL cannot store it: {value[:60]!r}",
+            fix=f"{fix}   # text without NUL characters or lone surrogates",
         )
     return value
 
