@@ -47,7 +47,7 @@ from workhorse.drivers.base import (
     Snapshot,
     WorkerInfo,
 )
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
@@ -422,13 +422,13 @@ class Admin:
     async def snapshot(self, since: Duration | None = None) -> Snapshot:
         """The raw numbers ``stats`` and the metrics endpoint are made of (``since`` None: counters
         of all time)."""
-        seconds = None if since is None else to_seconds(since, what="since", allow_zero=False)
+        seconds = None if since is None else _window(since)
         return await self._driver.snapshot(seconds)
 
     async def stats(self, since: Duration = DEFAULT_WINDOW) -> Stats:
         """Per queue and per job name: jobs by state, oldest ready age, and the window's
         throughput and failure rate."""
-        window = to_seconds(since, what="since", allow_zero=False)
+        window = _window(since)
         stats = summarize(await self._driver.snapshot(window), window)
         declared = self._app.jobs
         if declared:  # an app that declares jobs knows which names none of its workers runs
@@ -584,6 +584,17 @@ def _check_state(state: object, allowed: tuple[str, ...], fix: str) -> None:
             cause=f"state expected one of {', '.join(allowed)}; got {state!r}",
             fix=fix,
         )
+
+
+def _window(since: Duration) -> float:
+    """A ``since`` window in seconds: positive, and at most ``LONGEST`` (100 years)."""
+    return bounded_seconds(
+        since,
+        what="since",
+        code="STATS_WINDOW_TOO_LONG",
+        fix="workhorse stats --since 30d   # any window up to 36525d; every job fits in one that long",
+        allow_zero=False,
+    )
 
 
 def _check_queue(queue: object, verb: str) -> None:

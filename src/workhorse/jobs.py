@@ -16,7 +16,7 @@ from typing_extensions import TypeVar
 from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
@@ -246,7 +246,22 @@ class JobHandle(Generic[R, P]):
                 cause=f"job {self.name!r}: run_at expected a timezone-aware datetime, got {run_at!r}",
                 fix="run_at=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)",
             )
-        return run_at, 0.0 if delay is None else to_seconds(delay, what="delay")
+        if run_at is not None:
+            check_not_too_late(
+                run_at,
+                what=f"run_at of job {self.name!r}",
+                fix="pass a run_at within 100 years; schedule far-off work nearer the time (a cron task can "
+                "enqueue it when it is due)",
+            )
+        if delay is None:
+            return run_at, 0.0
+        seconds = bounded_seconds(
+            delay,
+            what=f"delay= of job {self.name!r}",
+            code="DELAY_TOO_LONG",
+            fix="pass a delay of at most 36525 days (delay='30d'); schedule far-off work nearer the time",
+        )
+        return run_at, seconds
 
     def _priority(self, priority: int | None) -> int:
         if priority is None:

@@ -72,3 +72,12 @@ def test_what_jsonb_does_to_the_numbers_refused(database_url: str) -> None:
     assert isinstance(big, int) and big == 10**300 and big != 1e300
     assert isinstance(wide, int) and wide == 150_000_000_000_000_000_000
     assert math.copysign(1.0, zero) == 1.0
+
+
+async def test_the_longest_delay_reads_back_in_every_tool(app: App) -> None:
+    job = _declare(app)
+    ref = await job.enqueue({}, delay="36525d")
+    stored = await app.admin.get(ref.id)
+    assert stored is not None and stored.run_at is not None and stored.run_at.year < 9999
+    assert [j.id for j in (await app.admin.list()).jobs] == [ref.id]
+    await app.admin.remove(ref.id)
