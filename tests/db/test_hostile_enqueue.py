@@ -81,3 +81,27 @@ async def test_the_longest_delay_reads_back_in_every_tool(app: App) -> None:
     assert stored is not None and stored.run_at is not None and stored.run_at.year < 9999
     assert [j.id for j in (await app.admin.list()).jobs] == [ref.id]
     await app.admin.remove(ref.id)
+
+
+async def test_admin_filters_postgres_cannot_store_are_refused_with_the_names_code(app: App) -> None:
+    for options, code in (
+        ({"queue": "a\x00"}, "QUEUE_NAME_INVALID"),
+        ({"tenant": SURROGATE}, "TENANT_INVALID"),
+        ({"name": "a\x00"}, "JOB_NAME_INVALID"),
+        ({"name_part": SURROGATE}, "JOB_NAME_INVALID"),
+        ({"error": "a\x00"}, "SEARCH_INVALID"),
+        ({"payload": {"a": "\x00"}}, "SEARCH_INVALID"),
+    ):
+        with pytest.raises(ConfigurationError) as refused:
+            await app.admin.list(**options)
+        assert refused.value.code == code, options
+    with pytest.raises(ConfigurationError) as refused:
+        await app.admin.cancel_many(state="ready", tenant="a\x00")
+    assert refused.value.code == "TENANT_INVALID"
+    with pytest.raises(ConfigurationError) as refused:
+        await app.admin.pause("emails\x00")
+    assert refused.value.code == "QUEUE_NAME_INVALID"
+    with pytest.raises(ConfigurationError) as refused:
+        await app.admin.pause("emails", reason="disk\x00full")
+    assert refused.value.code == "PAUSE_REASON_INVALID"
+    assert await app.admin.pauses() == []
