@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 FRAGMENT = "<!-- fragment -->"
-FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^[ \t]*```(\w*)[^\n]*\n(.*?)^[ \t]*```", re.M | re.S)  # indented in a list too
 SHELL = {"sh", "bash", "console", "shell", "yaml"}
 
 
@@ -43,7 +44,7 @@ def blocks(path: Path) -> list[Block]:
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
         line = text.count("\n", 0, match.start()) + 1
-        found.append(Block(path, line, match.group(1), match.group(2), before == FRAGMENT))
+        found.append(Block(path, line, match.group(1), textwrap.dedent(match.group(2)), before == FRAGMENT))
     return found
 
 

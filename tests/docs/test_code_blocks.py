@@ -7,6 +7,8 @@ import ast
 import asyncio
 import inspect
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -56,7 +58,9 @@ def test_the_page_runs(
         apps.append(self)
 
     monkeypatch.setattr(App, "__init__", in_this_schema)
-    namespace: dict[str, Any] = {"__name__": "docs_" + page.stem.replace("-", "_")}
+    module = types.ModuleType("docs_" + page.stem.replace("-", "_"))  # a real module: dataclasses need one
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     loop = asyncio.new_event_loop()
     try:
         for block in python_blocks(page):
