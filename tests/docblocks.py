@@ -17,6 +17,7 @@ ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 FRAGMENT = "<!-- fragment -->"
+TESTED_BY = re.compile(r"<!-- tested by (tests/\S+\.py) -->")  # a whole project a dedicated test runs
 FENCE = re.compile(r"^[ \t]*```(\w*)[^\n]*\n(.*?)^[ \t]*```", re.M | re.S)  # indented in a list too
 SHELL = {"sh", "bash", "console", "shell", "yaml"}
 
@@ -28,6 +29,7 @@ class Block:
     language: str
     source: str
     fragment: bool
+    tested_by: str | None = None
 
     @property
     def where(self) -> str:
@@ -44,7 +46,11 @@ def blocks(path: Path) -> list[Block]:
     for match in FENCE.finditer(text):
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
         line = text.count("\n", 0, match.start()) + 1
-        found.append(Block(path, line, match.group(1), textwrap.dedent(match.group(2)), before == FRAGMENT))
+        tested_by = TESTED_BY.fullmatch(before)
+        source = textwrap.dedent(match.group(2))
+        found.append(
+            Block(path, line, match.group(1), source, before == FRAGMENT, tested_by and tested_by.group(1))
+        )
     return found
 
 

@@ -23,12 +23,19 @@ from workhorse import App
 # reason, and prefer making the example whole.
 FRAGMENT_CEILING = 12
 
-RUNNABLE = [p for p in pages() if any(not b.fragment for b in python_blocks(p))]
+RUNNABLE = [p for p in pages() if any(not (b.fragment or b.tested_by) for b in python_blocks(p))]
 
 
 def test_fragments_stay_few() -> None:
     fragments = [b.where for p in pages() for b in python_blocks(p) if b.fragment]
     assert len(fragments) <= FRAGMENT_CEILING, fragments
+
+
+def test_a_block_tested_elsewhere_is_tested_there() -> None:
+    for block in (b for p in pages() for b in python_blocks(p) if b.tested_by):
+        test = ROOT / block.tested_by
+        assert test.is_file(), block.where
+        assert str(block.path.relative_to(ROOT)) in test.read_text(), f"{block.tested_by} does not read {block.where}"
 
 
 def test_the_pages_have_runnable_examples() -> None:
@@ -61,10 +68,11 @@ def test_the_page_runs(
     module = types.ModuleType("docs_" + page.stem.replace("-", "_"))  # a real module: dataclasses need one
     monkeypatch.setitem(sys.modules, module.__name__, module)
     namespace = module.__dict__
+    environ = dict(os.environ)  # an example may set a variable (WORKHORSE_ENV): put them back after
     loop = asyncio.new_event_loop()
     try:
         for block in python_blocks(page):
-            if block.fragment:
+            if block.fragment or block.tested_by:
                 continue
             code = compile(block.source, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             result = eval(code, namespace)  # the example as a reader runs it
@@ -74,4 +82,6 @@ def test_the_page_runs(
         for app in apps:
             loop.run_until_complete(app.close())
         loop.close()
+        os.environ.clear()
+        os.environ.update(environ)
     assert os.environ["WORKHORSE_DATABASE_URL"] == url
