@@ -48,9 +48,7 @@ def blocks(path: Path) -> list[Block]:
         line = text.count("\n", 0, match.start()) + 1
         tested_by = TESTED_BY.fullmatch(before)
         source = textwrap.dedent(match.group(2))
-        found.append(
-            Block(path, line, match.group(1), source, before == FRAGMENT, tested_by and tested_by.group(1))
-        )
+        found.append(Block(path, line, match.group(1), source, before == FRAGMENT, tested_by and tested_by.group(1)))
     return found
 
 
