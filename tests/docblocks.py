@@ -37,7 +37,7 @@ class Block:
 
 
 def pages() -> list[Path]:
-    return [*sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts), README]
+    return [*sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts and "tools" not in p.parts), README]
 
 
 def blocks(path: Path) -> list[Block]:
