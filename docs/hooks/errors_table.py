@@ -24,6 +24,35 @@ CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.M)
 
 # When each code is raised, in a line. Grouped by the first code of a family where one note fits.
 NOTES: dict[str, str] = {
+    'APP_IMPORT_FAILED': 'importing the module `--app` names raised (the error is in the cause)',
+    'APP_INVALID': '`--app` is not `MODULE:ATTRIBUTE`, or names something that is not a `workhorse.App`',
+    'APP_NOT_FOUND': '`--app` names a module that is not on the path, or an attribute it lacks',
+    'APP_OPTION_CONFLICT': '`--schema` or `--database-url` contradicts what the `--app` module declares',
+    'BACKFILL_ERROR': 'the root of the `BACKFILL_*` refusals',
+    'CLAIM_QUEUES_EMPTY': 'a claim named no queues',
+    'DASHBOARD_NOT_FOUND': 'the dashboard has no such page or job (404)',
+    'DASHBOARD_REFRESH_INVALID': '`--refresh` under a second',
+    'DASHBOARD_REFUSED': "the root of the dashboard's refusals",
+    'EMBEDDED_NO_USER': 'as root, no unprivileged user to run the embedded server as',
+    'EMBEDDED_PATH_NOT_TRAVERSABLE': "the embedded server's user cannot reach its data directory",
+    'EMBEDDED_SERVER_FAILED': 'the embedded PostgreSQL could not be found or started',
+    'EMBEDDED_START_FAILED': 'the embedded server did not start (its log is named in the cause)',
+    'ENQUEUE_KEY_CONTENDED': 'an idempotency key kept changing hands during one enqueue; retry it',
+    'JOB_CANCELLED': 'an operator cancelled the job while its body ran (raised inside the body)',
+    'LEASE_RENEWAL_UNANSWERED': 'a lease renewal got no answer within the visibility window (logged; the run is cancelled)',
+    'METRICS_TIMEOUT_INVALID': 'a metrics `timeout` outside 0 to 300 seconds',
+    'OPERATOR_REFUSED': "the root of the operator verbs' refusals",
+    'RELAY_RUNNING': '`relay.run()` called on a relay already running',
+    'SCHEDULER_NO_TASKS': '`workhorse scheduler` for an app that declares no cron task',
+    'SCHEDULER_RUNNING': '`scheduler.run()` called on a scheduler already running',
+    'STEPS_UNAVAILABLE': '`ctx.step` on a `JobContext` not made by a worker (or `run_job`)',
+    'STEP_ERROR': 'the root of the `STEP_*` errors',
+    'STEP_FUNCTION_INVALID': '`ctx.step.run` was given something that is not callable',
+    'TENANT_INVALID': "a job's tenant function raised, or answered something that is not a short string",
+    'WEBHOOK_ERROR': 'the root of the `WEBHOOK_*` errors',
+    'WEBHOOK_VERIFICATION_FAILED': "the root of `verify`'s refusals (`WebhookVerificationError`)",
+    'WORKER_NO_QUEUES': 'a worker with no queue to claim from: no job declared and no `queues=`',
+    'WORKER_RUNNING': '`worker.run()` called on a worker already running',
     "APP_REQUIRED": "a command that runs your jobs (`worker`, `manage.py workhorse_worker`) was given no app",
     "BACKFILL_APPLIED": "`backfill run` named no declared backfill (the cause lists them); one already completed here (`--force` re-runs it as a new ledger row); one has a live pass (its job id)",
     "BACKFILL_BATCH_FAILED": "a declaration refused; a cursor that is not JSON; a dry-run batch raised; `--wait` on a pass that failed; a backfill on the memory driver",
@@ -166,12 +195,14 @@ def scan(src: Path = SRC) -> dict[str, dict[str, Any]]:
 
 
 def table(found: dict[str, dict[str, Any]]) -> str:
-    rows = ["| code | raised as | where | when |", "|---|---|---|---|"]
+    rows = ["| code | when | where |", "|---|---|---|"]
     for code in sorted(found):
         entry = found[code]
-        raised = ", ".join(f"`{name}`" for name in sorted(entry["classes"])) or "`WorkhorseError` subclass"
+        when = NOTES.get(code, "")
+        if entry["classes"]:  # the default code of an exception class: name it
+            when += f" (`{'`, `'.join(sorted(entry['classes']))}`)"
         where = ", ".join(sorted(entry["areas"]))
-        rows.append(f"| `{code}` | {raised} | {where} | {NOTES.get(code, '')} |")
+        rows.append(f"| `{code}` | {when.strip()} | {where} |")
     return "\n".join(rows) + f"\n\n{len(found)} codes, read from the source when this page was built.\n"
 
 
