@@ -47,7 +47,7 @@ lint: $(DEV_STAMP)
 # link or anchor, an API name that no longer resolves, or a CLI reference that fails is an error.
 # Offline: nothing is fetched at build time. Serve it locally with `.venv/bin/mkdocs serve`.
 docs: $(DEV_STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/run.py

@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     site = tmp_path / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )  # fmt: skip
