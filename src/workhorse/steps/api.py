@@ -54,10 +54,10 @@ from workhorse.errors import (
     StepTimeoutError,
     TerminalError,
 )
-from workhorse.events import DEFAULT_TTL, check_event_key, check_event_name
 from workhorse.failures import error_json
 from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
+from workhorse.steps.events import DEFAULT_TTL, check_event_key, check_event_name
 
 T = TypeVar("T")
 MAX_STEP_NAME = 200
