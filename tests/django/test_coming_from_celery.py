@@ -1,6 +1,6 @@
-"""The examples of the "Coming from Celery" guide, each run for real: the Celery idiom in the
-comment above, the workhorse form as the guide shows it. Plain workhorse on a fresh schema
-(``pg_app``), and the Django forms on the test project (``site``)."""
+"""Coming from Celery (docs/guides/celery.md): each idiom's workhorse form run for real, the
+Celery original in the comment above it. Plain workhorse on a fresh schema (``pg_app``), the
+Django forms on the test project (``site``)."""
 
 from __future__ import annotations
 
