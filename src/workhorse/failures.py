@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import traceback
 
+from workhorse._text import storable
+
 TRACEBACK_LIMIT = 8_000
 MESSAGE_LIMIT = 2_000
 
@@ -23,8 +25,8 @@ def error_json(error: BaseException) -> str:
         message = message[:MESSAGE_LIMIT] + "..."
     return json.dumps(
         {
-            "type": type(error).__qualname__,
-            "message": message.replace("\x00", ""),
-            "traceback": text.replace("\x00", ""),
+            "type": storable(type(error).__qualname__),
+            "message": storable(message),
+            "traceback": storable(text),
         }
     )

@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, overload
 
+from workhorse._text import storable
 from workhorse.drivers.base import Driver, StepAnswer, StepFence, StepRecord
 from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import (
@@ -99,10 +100,11 @@ class StepContext(Protocol):
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or "\x00" in name:
+    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or storable(name) != name:
         raise ConfigurationError(
             code="STEP_NAME_INVALID",
-            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}",
+            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters, without NUL "
+            f"or a lone surrogate, got {name!r}",
             fix="await ctx.step.run('charge-card', charge, order_id)",
         )
     return name

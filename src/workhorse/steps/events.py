@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workhorse._text import storable
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, PayloadError
 from workhorse.payload import encode
@@ -22,10 +23,11 @@ DEFAULT_TTL: Duration = "7d"
 
 
 def check_event_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH or "\x00" in name:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH or storable(name) != name:
         raise ConfigurationError(
             code="EVENT_NAME_INVALID",
-            cause=f"an event name must be a non-empty string of at most {MAX_NAME_LENGTH} characters, got {name!r}",
+            cause=f"an event name must be a non-empty string of at most {MAX_NAME_LENGTH} characters, without NUL "
+            f"or a lone surrogate, got {name!r}",
             fix="app.publish_event('order.shipped', payload, key=order_id)",
         )
     return name
@@ -35,7 +37,7 @@ def check_event_key(key: Any) -> str | None:
     """A correlation key: None, or a non-empty string (an int is a common slip, refused, not coerced)."""
     if key is None:
         return None
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or storable(key) != key:
         raise ConfigurationError(
             code="EVENT_KEY_INVALID",
             cause=f"an event key must be None or a non-empty string of at most {MAX_KEY_LENGTH} characters, "
