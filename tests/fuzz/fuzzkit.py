@@ -53,6 +53,14 @@ NASTY = [
 ANY_CHAR = st.characters(codec=None, exclude_categories=())  # surrogates (Cs) and controls included
 hostile_text = st.lists(st.one_of(st.sampled_from(NASTY), st.text(ANY_CHAR, max_size=8)), max_size=6).map("".join)
 text = st.one_of(st.text(max_size=12), hostile_text)  # half of it ordinary text (no surrogates)
+# Text PostgreSQL stores (no NUL, no lone surrogate) but a terminal would obey, for what is printed.
+STORABLE_NASTY = [n for n in NASTY if "\x00" not in n and not any(0xD800 <= ord(c) <= 0xDFFF for c in n)]
+STORABLE_CHAR = st.characters(codec=None, exclude_categories=("Cs",), exclude_characters="\x00")
+storable_text = (
+    st.lists(st.one_of(st.sampled_from(STORABLE_NASTY), st.text(STORABLE_CHAR, max_size=8)), min_size=1, max_size=6)
+    .map("".join)
+    .filter(lambda t: 0 < len(t) <= 200)
+)
 names = st.one_of(text, st.sampled_from(["default", "emails", "a" * 200, "a" * 201, " ", ""]))
 
 EDGE_INTS = [0, -1, 2**31, 2**63, -(2**63) - 1]
@@ -73,6 +81,17 @@ json_values = st.recursive(
     max_leaves=12,
 )
 not_json = st.sampled_from([datetime(2026, 1, 1, tzinfo=UTC), b"bytes", {1, 2}, object(), 1 + 2j, {3: "int key"}])
+storable_json = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(min_value=-1e15, max_value=1e15).map(lambda f: f + 0.0),  # + 0.0: no negative zero
+        storable_text,
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(storable_text, inner, max_size=4)),
+    max_leaves=8,
+)
 payloads = st.one_of(json_values, not_json, st.dictionaries(text, st.one_of(json_values, not_json), max_size=3))
 
 durations = st.one_of(
