@@ -51,7 +51,12 @@ NASTY = [
     "\U0001f600",
 ]
 ANY_CHAR = st.characters(codec=None, exclude_categories=())  # surrogates (Cs) and controls included
-hostile_text = st.lists(st.one_of(st.sampled_from(NASTY), st.text(ANY_CHAR, max_size=8)), max_size=6).map("".join)
+# At least one nasty piece in each hostile text, the ones the database refuses drawn most often.
+WORST = ["\x00", "\ud800", "\udfff", "\x1b[2J"]
+nasty = st.one_of(st.sampled_from(WORST), st.sampled_from(NASTY))
+hostile_text = st.tuples(
+    st.text(ANY_CHAR, max_size=6), nasty, st.lists(st.one_of(nasty, st.text(ANY_CHAR, max_size=6)), max_size=3)
+).map(lambda parts: parts[0] + parts[1] + "".join(parts[2]))
 text = st.one_of(st.text(max_size=12), hostile_text)  # half of it ordinary text (no surrogates)
 # Text PostgreSQL stores (no NUL, no lone surrogate) but a terminal would obey, for what is printed.
 STORABLE_NASTY = [n for n in NASTY if "\x00" not in n and not any(0xD800 <= ord(c) <= 0xDFFF for c in n)]
