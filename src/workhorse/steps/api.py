@@ -39,7 +39,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, overload
 
-from workhorse._text import storable
 from workhorse.drivers.base import Driver, StepAnswer, StepFence, StepRecord
 from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import (
@@ -59,6 +58,7 @@ from workhorse.failures import error_json
 from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, check_event_key, check_event_name
+from workhorse.storable import flaw
 
 T = TypeVar("T")
 MAX_STEP_NAME = 200
@@ -100,11 +100,11 @@ class StepContext(Protocol):
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or storable(name) != name:
+    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or flaw(name):
         raise ConfigurationError(
             code="STEP_NAME_INVALID",
-            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters, without NUL "
-            f"or a lone surrogate, got {name!r}",
+            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters PostgreSQL can "
+            f"store (no NUL, no lone surrogate), got {name!r}",
             fix="await ctx.step.run('charge-card', charge, order_id)",
         )
     return name
