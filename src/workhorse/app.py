@@ -15,13 +15,13 @@ from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
-from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
+from workhorse.steps.events import DEFAULT_TTL, prepare_event
 from workhorse.tasks import TaskDecorator, TaskHandle
 
 if TYPE_CHECKING:
@@ -415,7 +415,7 @@ class App:
     async def get_job(self, job_id: str) -> Job | None:
         return await self.driver.get_job(job_id)
 
-    # -- by name and results (workhorse.results) ---------------------------------------------------
+    # -- by name and results (workhorse.steps.results) ----------------------------------------
 
     def job_named(self, name: str) -> JobHandle[Any]:
         """The job declared under ``name``; ``JOB_UNKNOWN`` (naming the known ones) when none is."""
@@ -440,8 +440,8 @@ class App:
 
     async def wait(self, ref: JobRef | str, *, timeout: Duration | None = None) -> Job:  # noqa: ASYNC109
         """The job once it finished (done, failed, dead, cancelled), woken by its settle, not
-        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.results``)."""
-        from workhorse.results import wait
+        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.steps.results``)."""
+        from workhorse.steps.results import wait
 
         return await wait(self, ref, timeout=timeout)
 
@@ -480,7 +480,7 @@ class App:
         """Delete a job that is not running."""
         return await self.admin.remove(job_id)
 
-    # -- events (``workhorse.events``) --------------------------------------------------------------
+    # -- events (``workhorse.steps.events``) --------------------------------------------------
 
     async def publish_event(
         self, name: str, payload: Any = None, key: str | None = None, ttl: Duration = DEFAULT_TTL

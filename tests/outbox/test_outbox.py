@@ -11,13 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
+import workhorse.outbox.queries as sql
 from workhorse import App, ConfigurationError, DatabaseError, Outbox, PayloadError, SchemaError
-from workhorse._db.queries import outbox as sql
 from workhorse.drivers.base import NewJob
-from workhorse.drivers.outbox_source import _job
-from workhorse.drivers.postgres_outbox import PostgresOutbox
 from workhorse.ids import new_job_id
-from workhorse.relay import Relay
+from workhorse.outbox.postgres import PostgresOutbox
+from workhorse.outbox.relay import Relay
+from workhorse.outbox.source import _job
 
 
 def declare(app: App) -> Any:

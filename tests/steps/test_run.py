@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -175,6 +176,9 @@ async def test_a_plain_def_body_is_told_steps_need_async(app: App) -> None:
         (lambda ctx: ctx.step.run("x", lambda: 1, timeout="soon"), "CONFIG_INVALID"),
         (lambda ctx: ctx.step.sleep("x", -1), "CONFIG_INVALID"),
         (lambda ctx: ctx.step.sleep_until("x", "tomorrow"), "CONFIG_INVALID"),
+        (lambda ctx: ctx.step.sleep("x", "3000000d"), "DELAY_TOO_LONG"),  # past the year 9999 (issue 27)
+        (lambda ctx: ctx.step.sleep_until("x", datetime(9999, 12, 31, tzinfo=UTC)), "RUN_AT_TOO_LATE"),
+        (lambda ctx: ctx.step.wait_for_event("x", "e", timeout=1e12), "DELAY_TOO_LONG"),
         (lambda ctx: ctx.step.wait_for_event("x", "", key="k"), "EVENT_NAME_INVALID"),
         (lambda ctx: ctx.step.wait_for_event("x", "e", key=7), "EVENT_KEY_INVALID"),
     ],

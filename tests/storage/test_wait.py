@@ -8,7 +8,7 @@ import time
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, JobNotFoundError, Retry, TerminalError
-from workhorse.results import WaitTimeoutError
+from workhorse.steps.results import WaitTimeoutError
 
 
 async def test_wait_answers_the_finished_job_soon_after_its_settle(app: App) -> None:

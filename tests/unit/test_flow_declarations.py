@@ -1,8 +1,8 @@
 """Flow-control declarations (``Concurrency``, ``Limits``, ``Rate``, ``App(limits=)``,
 ``@app.job(concurrency=)``): every bad number or type is refused at construction with
 CONFIG_INVALID, naming the value and a fix; 0 is accepted (a hard stop). A bad concurrency key
-is refused at enqueue with nothing written, and a worker refuses to start on a driver that
-cannot enforce a declared cap (JOB_CONCURRENCY_UNENFORCEABLE)."""
+is refused at enqueue with nothing written, and the memory driver (a test double) runs
+a capped job uncapped."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The PostgreSQL driver's outbox role (``PostgresOutbox``): the relay's one statement in the
-queue, a claimed batch of staged rows inserted under their own ids (``_db/queries/outbox.py``), each
+queue, a claimed batch of staged rows inserted under their own ids (``outbox/queries.py``), each
 id recorded in ``{schema}.outbox_received`` so it never becomes a job twice; and the purge of those
 tombstones."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workhorse._db.queries import outbox as sql
+import workhorse.outbox.queries as sql
 from workhorse.drivers.base import NewJob
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.drivers.postgres_enqueue import _insert_params

@@ -1,5 +1,5 @@
 """The transactional outbox: jobs staged in the caller's own transaction, in any PostgreSQL
-database, and moved into the queue by a relay (``workhorse.relay.Relay``, ``workhorse relay``).
+database, and moved into the queue by a relay (``workhorse.outbox.relay.Relay``, ``workhorse relay``).
 
 ``Outbox(app).stage(conn, handle, payload, ...)`` validates exactly as ``handle.enqueue`` does
 (``JobHandle.build``: payload, tenant, key, delay, priority), then writes ONE row to
@@ -17,11 +17,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
+import workhorse.outbox.queries as sql
 from workhorse._db.migrate import available
-from workhorse._db.queries import outbox as sql
 from workhorse.connections import driver_connection, driver_connection_sync
 from workhorse.drivers.base import JobRef, NewJob
-from workhorse.drivers.outbox_source import (
+from workhorse.drivers.postgres_enqueue import _insert_params
+from workhorse.durations import Duration
+from workhorse.errors import ConfigurationError
+from workhorse.jobs import JobHandle
+from workhorse.outbox.source import (
     Plan,
     check_conn,
     execute_on_callers,
@@ -30,10 +34,6 @@ from workhorse.drivers.outbox_source import (
     migrate_on_callers_sync,
     migrate_url,
 )
-from workhorse.drivers.postgres_enqueue import _insert_params
-from workhorse.durations import Duration
-from workhorse.errors import ConfigurationError
-from workhorse.jobs import JobHandle
 
 if TYPE_CHECKING:
     from workhorse.app import App

@@ -15,7 +15,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
 
-from workhorse._db.queries import outbox as sql
+import workhorse.outbox.queries as sql
 from workhorse.drivers.base import NewJob
 from workhorse.drivers.postgres_core import translate
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError

@@ -69,44 +69,31 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from filelock import FileLock, Timeout
 
-# The home, creation and orphans live in embedded_home; their names are this module's API too (__all__).
-from workhorse.embedded_home import (
+from workhorse.embedded.home import (
     AWAY_ROOT,
     ENV_HOME,
     ENV_URL,
-    HOME_NAME,
     _create_allowed,
     _not_found,
-    creation,
     home_dir,
-    orphans,
-    stop_orphans,
 )
-from workhorse.embedded_pid import clear_stale_pidfile as _clear_stale_pidfile
-from workhorse.embedded_pid import is_postmaster as _is_postmaster
-from workhorse.embedded_pid import recorded_pid as _recorded_pid
+from workhorse.embedded.pid import clear_stale_pidfile as _clear_stale_pidfile
+from workhorse.embedded.pid import is_postmaster as _is_postmaster
+from workhorse.embedded.pid import recorded_pid as _recorded_pid
 from workhorse.errors import EmbeddedServerError
 
 if TYPE_CHECKING:
     import pwd
 
 __all__ = [
-    "AWAY_ROOT",
-    "ENV_HOME",
-    "ENV_URL",
-    "HOME_NAME",
     "PGSERVER_PACKAGE",
     "SYSTEM_ROOTS",
-    "creation",
     "ensure_started",
     "find_binaries",
-    "home_dir",
-    "orphans",
     "resolve_database_url",
     "restart",
     "status",
     "stop",
-    "stop_orphans",
 ]
 
 # Where find_binaries() looks after PATH; module constants so tests can point them elsewhere.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from workhorse._db.queries import steps as step_sql
+import workhorse.steps.queries as step_sql
 from workhorse.drivers.base import PublishedEvent, StepAnswer, StepFence, StepRecord
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
-from workhorse.embedded_pid import is_postmaster as _is_postmaster
-from workhorse.embedded_pid import recorded_pid as _recorded_pid
+from workhorse.embedded.pid import is_postmaster as _is_postmaster
+from workhorse.embedded.pid import recorded_pid as _recorded_pid
 from workhorse.errors import EmbeddedServerError
 
 ENV_URL = "WORKHORSE_DATABASE_URL"
