@@ -1,4 +1,4 @@
-"""Searching jobs by a payload field or an error's text (issue 29), on both drivers: containment
+"""Searching jobs by a payload field or an error's text (issue 29): containment
 as jsonb's ``@>``, error text in any case with LIKE's characters meaning themselves, combined with
 the list's filters, refused when malformed, and read on a walk bounded per page whose ``next`` goes
 on from the last row examined."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, TerminalError
-from workhorse.drivers import memory_operate, postgres_operate, searching
+from workhorse.drivers import postgres_operate, searching
 from workhorse.search import parse_payload_search
 
 
@@ -89,7 +89,7 @@ def test_a_persons_payload_search() -> None:
 
 
 async def test_each_page_of_a_search_walks_a_bounded_number_of_rows(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (searching, memory_operate, postgres_operate):
+    for module in (searching, postgres_operate):
         monkeypatch.setattr(module, "SEARCH_SCAN", 10)
 
     @app.job(name="bulk.item", tenant="none")

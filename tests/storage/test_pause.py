@@ -1,4 +1,4 @@
-"""Pausing and resuming a queue (``app.admin.pause/resume/pauses``) on both drivers: a paused
+"""Pausing and resuming a queue (``app.admin.pause/resume/pauses``): a paused
 queue gives nothing to any claim, other queues run, running jobs finish, resume lets them run."""
 
 from __future__ import annotations

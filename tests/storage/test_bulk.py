@@ -1,5 +1,5 @@
-"""The bulk verbs (``app.admin.requeue_many/remove_many/promote_many/cancel_many``) on both
-drivers: the ``{affected, remaining}`` contract, filters, dry runs, the key rules of requeue, and
+"""The bulk verbs (``app.admin.requeue_many/remove_many/promote_many/cancel_many``):
+the ``{affected, remaining}`` contract, filters, dry runs, the key rules of requeue, and
 every refusal (a refused call changes nothing)."""
 
 from __future__ import annotations

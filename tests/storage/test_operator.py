@@ -1,4 +1,4 @@
-"""Operator verbs and listing on both drivers, including every refusal."""
+"""Operator verbs and listing, including every refusal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Enqueue on both drivers: refs, keys, delays, batches, and the refusals that write nothing."""
+"""Enqueue: refs, keys, delays, batches, and the refusals that write nothing."""
 
 from __future__ import annotations
 
@@ -56,9 +56,7 @@ async def test_deep_nesting_is_refused(app: App) -> None:
 
 
 async def test_oversized_payload_is_refused_and_nothing_written(database_url: str, app: App) -> None:
-    small = App(driver=app.driver) if app.is_memory else App(database_url, schema=app.schema, max_payload_bytes=200)
-    if app.is_memory:
-        small.max_payload_bytes = 200
+    small = App(database_url, schema=app.schema, max_payload_bytes=200)
     send = declare(small)
     with pytest.raises(PayloadError) as refused:
         await send.enqueue({"org": "o1", "blob": "x" * 300})

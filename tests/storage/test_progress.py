@@ -1,4 +1,4 @@
-"""``ctx.progress`` through a real worker, on both drivers: visible while the job runs, throttled
+"""``ctx.progress`` through a real worker: visible while the job runs, throttled
 to one write a second, and the latest report written by the settle whatever the throttle held."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lease windows under the arrival patterns and faults a chaos soak found wanting, on both drivers.
+"""Lease windows under the arrival patterns and faults a chaos soak found wanting.
 
 Each lease's window runs from the statement that last set it; the registry row's from its last
 landed renewal. These tests hold the worker to that: a stream of short claims never postpones the

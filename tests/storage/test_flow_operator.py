@@ -1,4 +1,4 @@
-"""What the operator surface says of fleet-wide caps, on both drivers: `app.admin.stats()` counts
+"""What the operator surface says of fleet-wide caps: `app.admin.stats()` counts
 per queue the due ready jobs a full cap holds back, `app.admin.why_waiting(job)` names the caps."""
 
 from __future__ import annotations

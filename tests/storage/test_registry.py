@@ -1,4 +1,4 @@
-"""The worker registry on both drivers: a row per live worker, renewed by the heartbeat, gone on stop."""
+"""The worker registry: a row per live worker, renewed by the heartbeat, gone on stop."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The counters the settle and claim statements move, and what ``app.admin.stats/snapshot/rollup``
-make of them, on both drivers: exact per-name and per-queue numbers after a known mix of outcomes."""
+make of them: exact per-name and per-queue numbers after a known mix of outcomes."""
 
 from __future__ import annotations
 

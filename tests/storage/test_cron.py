@@ -1,4 +1,4 @@
-"""Cron tasks on both drivers: the scheduler role fires each due occurrence once, the lease row
+"""Cron tasks: the scheduler role fires each due occurrence once, the lease row
 elects one leader with its epoch fence, a leader that steps down hands over at once, and
 ``app.admin.tasks()`` (what `workhorse tasks` prints) reads the same on both.
 

@@ -1,5 +1,5 @@
-"""``app.admin.counter_minutes``: the per-minute counter rows the dashboard's charts draw, the same
-on both drivers, summing to what ``snapshot`` counts."""
+"""``app.admin.counter_minutes``: the per-minute counter rows the dashboard's charts draw,
+summing to what ``snapshot`` counts."""
 
 from __future__ import annotations
 

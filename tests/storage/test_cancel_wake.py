@@ -1,6 +1,6 @@
 """An operator's cancel of a running job NOTIFYs its queue (``beat:<queue>``; the memory driver
 calls its cancel subscribers): the worker holding it renews at once, finds the claim gone and
-cancels the body — in well under its 10 s heartbeat. On both drivers."""
+cancels the body — in well under its 10 s heartbeat."""
 
 from __future__ import annotations
 

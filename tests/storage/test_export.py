@@ -1,4 +1,4 @@
-"""``app.admin.export``: one tenant's jobs as keyset pages, on both drivers. Pages in order cover
+"""``app.admin.export``: one tenant's jobs as keyset pages. Pages in order cover
 exactly the tenant's jobs, newest first, and never a row of another tenant (names that share a
 prefix, differ in case or hold LIKE wildcards) or a job with no tenant; the state filter; page
 sizes at their boundaries; every refusal, raised at the call."""

@@ -1,4 +1,4 @@
-"""Typed payloads on both drivers: the body's annotation (a pydantic model, a dataclass, a
+"""Typed payloads: the body's annotation (a pydantic model, a dataclass, a
 TypedDict) is validated at enqueue, stored as JSON and handed back as that type; a stored payload
 that no longer fits is dead-lettered on its first attempt."""
 

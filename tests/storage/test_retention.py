@@ -1,28 +1,25 @@
-"""The retention purge (``app.admin.purge``) on both drivers, rule by rule: each finished state at
+"""The retention purge (``app.admin.purge``), PostgreSQL's alone, rule by rule: each finished state at
 its age counted from ``finished_at``, live jobs never, steps with their job, expired events,
 gone workers' rows, rate stamps, day counters, ``None`` targets, ``retention=None``, dry runs,
 repeats, batches, the report's shape, and the policy's refusals.
 
-Time moves through the ``aged`` fixture: on memory the driver's injected clock advances; on
-PostgreSQL every stored timestamp is shifted back by the same amount (test setup, not a mock: the
-purge's own ``now()`` is then that much later relative to every row)."""
+Time moves through the ``aged`` fixture: every stored timestamp is shifted back by the same amount
+(test setup, not a mock: the purge's own ``now()`` is then that much later relative to every row)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from schemapool import SchemaPool, pooled_app
 from workhorse import App, ConfigurationError, JobContext, Limits, Rate, Retention, Retry, TerminalError
 from workhorse.drivers.base import WorkerInfo
-from workhorse.drivers.memory import MemoryDriver
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -53,27 +50,15 @@ update {s}.webhook_deliveries set created_at = created_at - %(i)s;
 """
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)  # clock-ok: the start of the memory driver's test clock
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @dataclass
 class Aged:
     """An app on one driver, and a way to let time pass for every row it holds."""
 
     app: App
-    kind: str
     url: str
-    clock: Clock | None = None
+    kind: str = "postgres"
 
     async def advance(self, seconds: float) -> None:
-        if self.clock is not None:
-            self.clock.now += timedelta(seconds=seconds)
-            return
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
             for statement in SHIFT.format(s=self.app.schema).split(";"):
                 if statement.strip():
@@ -92,21 +77,10 @@ class Aged:
         return (await self.app.admin.purge(dry_run=dry_run)).to_dict()
 
 
-@pytest.fixture(params=["memory", "postgres"])
-async def aged(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Aged]:
-    if request.param == "memory":
-        clock = Clock()
-        yield Aged(App(driver=MemoryDriver(clock=clock)), "memory", database_url, clock)
-        return
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    app = App(database_url, schema=name)
-    await app.migrate()
-    try:
-        yield Aged(app, "postgres", database_url)
-    finally:
-        await app.close()
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f"drop schema if exists {name} cascade")
+@pytest.fixture
+async def aged(database_url: str, schema_pool: SchemaPool) -> AsyncIterator[Aged]:
+    async with pooled_app(database_url, schema_pool) as app:
+        yield Aged(app, database_url)
 
 
 def report(dry_run: bool = False, steps: int = 0, **removed: int) -> dict[str, Any]:
@@ -446,16 +420,15 @@ async def test_retention_none_removes_nothing(aged: Aged) -> None:
     assert await aged.purge() == EVERY_TARGET
 
 
-async def test_an_app_built_with_retention_none_keeps_everything(database_url: str) -> None:
-    clock = Clock()
-    app = App(driver=MemoryDriver(clock=clock), retention=None)
-    assert app.retention is None
-    jobs = declare(app)
+async def test_an_app_built_with_retention_none_keeps_everything(aged: Aged) -> None:
+    assert App(driver="memory", retention=None).retention is None
+    aged.app.retention = None
+    jobs = declare(aged.app)
     ref = await jobs["ok"].enqueue(1)
-    await drain(app)
-    clock.now += timedelta(days=10_000)
-    assert (await app.admin.purge()).to_dict() == report()
-    assert await state(app, ref.id) == "done"
+    await drain(aged.app)
+    await aged.advance(10_000 * DAY)
+    assert (await aged.app.admin.purge()).to_dict() == report()
+    assert await state(aged.app, ref.id) == "done"
     assert App().retention == Retention()
 
 
@@ -577,14 +550,3 @@ def test_an_app_refuses_a_retention_that_is_not_one(value: Any) -> None:
         App(driver="memory", retention=value)
     assert caught.value.code == "CONFIG_INVALID"
     assert repr(value) in caught.value.cause
-
-
-async def test_purges_at_once_on_one_memory_driver_remove_each_row_once() -> None:
-    clock = Clock()
-    app = App(driver=MemoryDriver(clock=clock), retention=Retention(**{**EVERYTHING, "batch": 3}))
-    jobs = declare(app)
-    await jobs["ok"].enqueue_many(list(range(50)))
-    await drain(app)
-    clock.now += timedelta(days=1)
-    reports = await asyncio.gather(*(app.admin.purge() for _ in range(4)))
-    assert sum(r.removed["done"] for r in reports) == 50

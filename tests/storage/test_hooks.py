@@ -1,4 +1,4 @@
-"""app.hooks: every lifecycle event of a run, in order, on both drivers; a failing hook is skipped."""
+"""app.hooks: every lifecycle event of a run, in order; a failing hook is skipped."""
 
 from __future__ import annotations
 

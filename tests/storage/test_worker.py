@@ -1,4 +1,4 @@
-"""The job lifecycle through a real worker, on both drivers: results, retries, dead letters,
+"""The job lifecycle through a real worker: results, retries, dead letters,
 timeouts, on_settled, and jobs the worker does not know."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ async def test_on_settled_runs_once_per_ending_never_for_a_retry(app: App) -> No
 
 
 async def test_a_job_no_worker_knows_stays_queued(app: App) -> None:
-    other = App(driver=app.driver) if app.is_memory else App(app.database_url, schema=app.schema)
+    other = App(app.database_url, schema=app.schema)
 
     @other.job(name="only.elsewhere", tenant="none")
     async def elsewhere(ctx: JobContext, payload: None) -> None:

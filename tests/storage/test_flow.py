@@ -1,4 +1,4 @@
-"""Flow control through real workers, on both drivers: each body records how many bodies run at
+"""Flow control through real workers: each body records how many bodies run at
 once per scope, and every cap is checked against that, with a run where the cap would have been
 exceeded had it not held (bodies sleep long enough to overlap; the uncapped sanity run does)."""
 

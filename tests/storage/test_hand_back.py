@@ -1,4 +1,4 @@
-"""``ctx.draining`` and ``ctx.hand_back()`` on both drivers: a body working in units sees the drain
+"""``ctx.draining`` and ``ctx.hand_back()``: a body working in units sees the drain
 begin and hands its run back between two units, ready and unspent, long before the cut-off.
 (Backfill passes use it; any job body may.)"""
 

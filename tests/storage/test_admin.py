@@ -1,5 +1,5 @@
 """``app.admin.list`` (filters, keyset pages both ways, refusals), progress and the errors history,
-on both drivers. Bulk verbs, pauses and counters have their own files (test_bulk, test_pause,
+Bulk verbs, pauses and counters have their own files (test_bulk, test_pause,
 test_counters)."""
 
 from __future__ import annotations
