@@ -1,8 +1,8 @@
 """Flow-control declarations (``Concurrency``, ``Limits``, ``Rate``, ``App(limits=)``,
 ``@app.job(concurrency=)``): every bad number or type is refused at construction with
 CONFIG_INVALID, naming the value and a fix; 0 is accepted (a hard stop). A bad concurrency key
-is refused at enqueue with nothing written, and the memory driver (a test double) runs
-a capped job uncapped."""
+is refused at enqueue with nothing written, and the memory driver (a test double) enforces
+the caps."""
 
 from __future__ import annotations
 
@@ -189,21 +189,19 @@ async def test_a_key_of_200_characters_is_stored(memory_app: App) -> None:
     assert (await memory_app.get_job(ref.id)) is not None
 
 
-# -- the memory driver (a test double) runs capped jobs, the caps not enforced ----------------------
+# -- the memory driver (a test double) enforces the caps (tests/contract/test_contract_flow.py has the rest)
 
 
 @pytest.mark.parametrize(
-    "declare",
+    ("declare", "runs"),
     [
-        {"concurrency": 1},
-        {"concurrency": Concurrency(1, key=lambda p: "k")},
-        {"concurrency": Concurrency(1, key=lambda p: "k", when_busy="fail")},
-        {"concurrency": 0},
-        {"limits": Limits(total=0)},
-        {"limits": Limits(rate_per_tenant=Rate(1, per="1h"))},
+        ({"concurrency": 0}, 0),
+        ({"concurrency": Concurrency(0, key=lambda p: "k", when_busy="fail")}, 0),
+        ({"limits": Limits(total=0)}, 0),
+        ({"limits": Limits(rate_per_tenant=Rate(1, per="1h"))}, 1),
     ],
 )
-async def test_a_capped_job_runs_on_the_memory_driver_its_cap_not_enforced(declare: dict[str, Any]) -> None:
+async def test_the_memory_driver_enforces_a_cap(declare: dict[str, Any], runs: int) -> None:
     app = App(driver="memory", limits=declare.get("limits"))
     ran: list[int] = []
 
@@ -213,7 +211,7 @@ async def test_a_capped_job_runs_on_the_memory_driver_its_cap_not_enforced(decla
 
     refs = await capped.enqueue_many([1, 2, 3])
     stats = await app.worker().run(burst=True)
-    assert sorted(ran) == [1, 2, 3] and stats.completed == 3
-    for ref in refs:
-        job = await app.get_job(ref.id)
-        assert job is not None and job.state == "done"
+    assert len(ran) == runs and stats.completed == runs
+    jobs = [await app.get_job(ref.id) for ref in refs]
+    held = [(j.state, j.attempt, j.last_error) for j in jobs if j is not None and j.state != "done"]
+    assert held == [("ready", 0, None)] * (3 - runs)  # held back uncounted: ready, unspent, no error

@@ -1,5 +1,6 @@
-"""Flow control through real workers: each body records how many bodies run at
-once per scope, and every cap is checked against that, with a run where the cap would have been
+"""Flow control through real workers, on the memory double and PostgreSQL alike (the contract's
+"the memory driver enforces the same semantics"): each body records how many bodies run at once
+per scope, and every cap is checked against that, with a run where the cap would have been
 exceeded had it not held (bodies sleep long enough to overlap; the uncapped sanity run does)."""
 
 from __future__ import annotations
@@ -424,6 +425,8 @@ async def test_a_flow_claim_retakes_a_lapsed_lease_no_cap_counts(
     assert (await driver.heartbeat("w-1", [lease], 1.0)).held == set()  # the dead holder is fenced out
     job = await app.get_job(ref.id)
     assert job is not None and (job.worker_id, job.lease_lapsed) == ("w-2", False)
+    if app.is_memory:
+        return  # the lapse's counters are an operator read, PostgreSQL's alone
     stats = await app.admin.stats()
     assert [(r.name, r.lapsed, r.lease_lapsed, r.running) for r in stats.names if r.name == "loose"] == [
         ("loose", 1, 0, 1)
