@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 from workhorse import App, Outbox
-from workhorse.relay import Relay
+from workhorse.outbox.relay import Relay
 
 BACKLOG = 100_000
 BATCH = 500

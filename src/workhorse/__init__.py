@@ -7,7 +7,7 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, JobRef, Page, PublishedEvent
+from workhorse.drivers.base import Job, JobRef, Page, PublishedEvent
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -41,7 +41,6 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "DatabaseError",
-    "Driver",
     "Job",
     "JobCancelledError",
     "JobContext",

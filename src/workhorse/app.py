@@ -15,13 +15,13 @@ from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
-from workhorse.events import DEFAULT_TTL, prepare_event
 from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
+from workhorse.steps.events import DEFAULT_TTL, prepare_event
 from workhorse.tasks import TaskDecorator, TaskHandle
 
 if TYPE_CHECKING:
@@ -53,15 +53,15 @@ class App:
     ``driver=`` may also be a driver instance. A ``PostgresDriver`` serves this app's own calls
     (enqueue, admin) with its pool and settings, and the app takes its URL and schema; a worker
     still opens its own claim, settle, heartbeat and LISTEN connections from that URL. The caller
-    built it, so the caller closes it: ``app.close()`` leaves it open. Any other ``Driver``
-    (a ``MemoryDriver``, one of your own) is in-process: every role shares it and nothing listens.
+    built it, so the caller closes it: ``app.close()`` leaves it open. A ``MemoryDriver`` (the test
+    double, say with a clock of your own) is in-process: every role shares it and nothing listens.
     """
 
     def __init__(
         self,
         database_url: str | None = None,
         *,
-        driver: str | Driver | None = None,
+        driver: str | PostgresDriver | MemoryDriver | None = None,
         schema: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         limits: Limits | None = None,
@@ -101,14 +101,14 @@ class App:
             )
         self.max_payload_bytes = max_payload_bytes
         self._url = database_url
-        self._memory: Driver | None = None
+        self._memory: MemoryDriver | None = None
         if driver == "memory":
             self._memory = MemoryDriver()
-        elif isinstance(driver, Driver) and self._given is None:
+        elif isinstance(driver, MemoryDriver):
             self._memory = driver
         elif self._given is None and driver not in (None, "postgres"):
             raise ConfigurationError(
-                cause=f"driver expected 'postgres', 'memory' or a Driver instance, got {driver!r}",
+                cause=f"driver expected 'postgres', 'memory', a PostgresDriver or a MemoryDriver, got {driver!r}",
                 fix="App(driver='memory') for unit tests; omit it for PostgreSQL",
             )
         self.jobs: dict[str, JobHandle[Any]] = {}
@@ -415,7 +415,7 @@ class App:
     async def get_job(self, job_id: str) -> Job | None:
         return await self.driver.get_job(job_id)
 
-    # -- by name and results (workhorse.results) ---------------------------------------------------
+    # -- by name and results (workhorse.steps.results) ----------------------------------------
 
     def job_named(self, name: str) -> JobHandle[Any]:
         """The job declared under ``name``; ``JOB_UNKNOWN`` (naming the known ones) when none is."""
@@ -440,8 +440,8 @@ class App:
 
     async def wait(self, ref: JobRef | str, *, timeout: Duration | None = None) -> Job:  # noqa: ASYNC109
         """The job once it finished (done, failed, dead, cancelled), woken by its settle, not
-        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.results``)."""
-        from workhorse.results import wait
+        polled in a loop; ``WAIT_TIMEOUT`` when ``timeout`` passes first (``workhorse.steps.results``)."""
+        from workhorse.steps.results import wait
 
         return await wait(self, ref, timeout=timeout)
 
@@ -480,7 +480,7 @@ class App:
         """Delete a job that is not running."""
         return await self.admin.remove(job_id)
 
-    # -- events (``workhorse.events``) --------------------------------------------------------------
+    # -- events (``workhorse.steps.events``) --------------------------------------------------
 
     async def publish_event(
         self, name: str, payload: Any = None, key: str | None = None, ttl: Duration = DEFAULT_TTL

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from workhorse._text import storable
 from workhorse.errors import ConfigurationError, JobCancelledError
+from workhorse.storable import storable
 
 if TYPE_CHECKING:
     from workhorse.steps import Steps

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import traceback
 
-from workhorse._text import storable
+from workhorse.storable import storable
 
 TRACEBACK_LIMIT = 8_000
 MESSAGE_LIMIT = 2_000

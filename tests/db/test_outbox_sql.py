@@ -1,4 +1,4 @@
-"""Every statement of ``_db/queries/outbox.py`` prepared by the server against a schema holding both
+"""Every statement of ``workhorse/outbox/queries.py`` prepared by the server against a schema holding both
 the queue's tables and the staging table (one database may be both source and queue)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 import psycopg
 import pytest
 
+import workhorse.outbox.queries as sql
 from workhorse import App, Outbox
-from workhorse._db.queries import outbox as sql
 
 STATEMENTS = sorted((name, value) for name, value in vars(sql).items() if name.isupper() and isinstance(value, str))
 

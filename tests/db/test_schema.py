@@ -8,6 +8,7 @@ import re
 import psycopg
 import pytest
 
+import workhorse.steps.queries as step_sql
 from workhorse import App, JobContext, SchemaError
 from workhorse._db import migrate
 from workhorse._db.queries import flow as flow_sql
@@ -15,7 +16,6 @@ from workhorse._db.queries import jobs as job_sql
 from workhorse._db.queries import migrations as migration_sql
 from workhorse._db.queries import rescue as rescue_sql
 from workhorse._db.queries import scheduler as scheduler_sql
-from workhorse._db.queries import steps as step_sql
 
 
 async def test_concurrent_migrations_apply_each_file_once(database_url: str, schema: str) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from workhorse import embedded
+from workhorse.embedded import server as embedded
 from workhorse.errors import EmbeddedServerError
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

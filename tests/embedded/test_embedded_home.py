@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from workhorse import embedded
 from workhorse.cli import cli
+from workhorse.embedded import server as embedded
 from workhorse.errors import EmbeddedServerError
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

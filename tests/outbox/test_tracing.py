@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from workhorse import App, JobContext, Outbox
-from workhorse.relay import Relay
+from workhorse.outbox.relay import Relay
 from workhorse.tracing import current_traceparent, parent_context
 
 _EXPORTER = InMemorySpanExporter()
@@ -127,7 +127,7 @@ def test_a_malformed_or_empty_traceparent_gives_no_parent() -> None:
 
 def test_without_opentelemetry_imported_nothing_is_imported_or_stamped() -> None:
     code = (
-        "import sys, workhorse, workhorse.cli, workhorse.relay, workhorse.worker\n"
+        "import sys, workhorse, workhorse.cli, workhorse.outbox.relay, workhorse.worker\n"
         "from workhorse.tracing import current_traceparent, attempt_span\n"
         "with attempt_span('n', 'id', 'q', 1, '00-' + 'a' * 32 + '-' + 'b' * 16 + '-01'):\n"
         "    assert current_traceparent() is None\n"

@@ -385,7 +385,7 @@ def test_two_tasks_cannot_share_a_name() -> None:
 
 
 def test_the_scheduler_refuses_what_it_cannot_run() -> None:
-    Scheduler(App(driver="memory"))  # the memory driver runs the role too (tests/parity/test_cron.py)
+    Scheduler(App(driver="memory"))  # built; its run is refused (test_the_memory_driver_refuses_the_role)
     app = App("postgresql://unused@127.0.0.1:1/none")
     with pytest.raises(ConfigurationError, match="half its lease"):
         Scheduler(app, lease="10s", interval="6s")
@@ -400,14 +400,19 @@ def test_parse_schedule_is_what_the_decorator_uses() -> None:
 
 
 async def test_the_readme_cron_example_declares_as_written() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Cron tasks", 1)[1]
+    section = (Path(__file__).parents[2] / "docs" / "guides" / "cron.md").read_text()
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None
     namespace: dict[str, Any] = {"__name__": "readme_cron"}
-    exec(compile(match.group(1).replace("App()", 'App(driver="memory")'), "README.md", "exec"), namespace)
+    exec(compile(match.group(1).replace("App()", 'App(driver="memory")'), "cron.md", "exec"), namespace)
     app = namespace["app"]
     assert sorted(app.tasks) == ["readme_cron.heartbeat", "readme_cron.morning_report", "readme_cron.sweep"]
     await namespace["by_hand"]()
     (job,) = (await app.list_jobs()).jobs
     assert job.payload == {"scheduled_at": None}
+
+
+async def test_the_memory_driver_refuses_the_role() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await Scheduler(App(driver="memory")).run()
+    assert refused.value.code == "POSTGRES_ONLY" and "cron leadership" in refused.value.cause

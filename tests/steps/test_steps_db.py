@@ -6,8 +6,8 @@ import asyncio
 
 import psycopg
 
+import workhorse.steps.queries as step_sql
 from workhorse import App, JobContext
-from workhorse._db.queries import steps as step_sql
 from workhorse.drivers.base import StepFence
 from workhorse.drivers.postgres import PostgresDriver
 

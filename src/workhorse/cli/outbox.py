@@ -14,7 +14,7 @@ from workhorse.durations import to_seconds
 from workhorse.errors import DatabaseError
 from workhorse.logs import LOG_FORMATS, LogFormat
 from workhorse.outbox import Outbox
-from workhorse.relay import Relay, redact
+from workhorse.outbox.relay import Relay, redact
 
 SOURCE_HELP = "A source database's URL (the database your transactions stage jobs in). Repeat for several."
 

@@ -13,10 +13,10 @@ module over the shared internals of ``postgres_core``; none imports this module 
     postgres_enqueue   PostgresEnqueue: the single enqueue on the wire, keyed batches, COPY streams, conn=
     postgres_work      PostgresWork: claim, heartbeat, the registry row, settle, progress; the wake-ups
     postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
-    postgres_steps     PostgresSteps: durable steps and stored events
+    steps/postgres     PostgresSteps: durable steps and stored events
     postgres_leadership  PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
     postgres_retention PostgresRetention: the purge, one small batch per statement
-    postgres_outbox    PostgresOutbox: the relay's insert of staged rows under their own ids
+    outbox/postgres    PostgresOutbox: the relay's insert of staged rows under their own ids
 
 Every name this module defined before that split is still importable from it.
 """
@@ -58,10 +58,10 @@ from workhorse.drivers.postgres_enqueue import (
 )
 from workhorse.drivers.postgres_leadership import PostgresLeadership
 from workhorse.drivers.postgres_operate import BULK_TRIES, SHOWN_LIMIT, PostgresOperate, _id_range, _job, _shown
-from workhorse.drivers.postgres_outbox import PostgresOutbox
 from workhorse.drivers.postgres_retention import PostgresRetention
-from workhorse.drivers.postgres_steps import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
 from workhorse.drivers.postgres_work import _ARRAY_ESCAPES, PostgresWork, pg_array
+from workhorse.outbox.postgres import PostgresOutbox
+from workhorse.steps.postgres import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
 
 
 class PostgresDriver(

@@ -1,7 +1,7 @@
 """The PostgreSQL driver's shared internals (``PostgresCore``): the pool of one role and the hot
 connections in front of it, ``connection()``, ``q()``, ``fetch()``, psycopg errors translated at
 this seam, and the schema role (migrate, check_schema, close). Every role mixin of
-``PostgresDriver`` (``postgres_enqueue``, ``postgres_work``, ``postgres_operate``, ``postgres_steps``)
+``PostgresDriver`` (``postgres_enqueue``, ``postgres_work``, ``postgres_operate``, ``steps/postgres``)
 subclasses it.
 """
 

@@ -1,4 +1,4 @@
-"""The Postgres side of ``app.wait`` (``workhorse.results``): a LISTEN session on the settled channel.
+"""The Postgres side of ``app.wait`` (``workhorse.steps.results``): a LISTEN session on the settled channel.
 
 SETTLE_MANY's ``told`` CTE sends, on ``<schema>_settled``, the comma-separated ids of the runs a
 settle finished (``done``, ``dead``, ``failed``), or an empty payload when there were too many for

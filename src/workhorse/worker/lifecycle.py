@@ -222,7 +222,6 @@ class Worker:
     async def _run(self, burst: bool) -> None:
         self._burst = burst
         self._body_loop = asyncio.get_running_loop()
-        self._check_enforceable()
         if not self.app.is_memory:
             await self.app.driver.check_schema()
         pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
@@ -246,23 +245,6 @@ class Worker:
             remove_stop_signals(self._body_loop, installed)
             await asyncio.to_thread(thread.join)
             pool.shutdown(wait=False, cancel_futures=True)
-
-    def _check_enforceable(self) -> None:
-        """A declared cap this worker's driver cannot hold fleet-wide refuses the start: run, it
-        would hold per process, and the fleet would run the cap times its processes."""
-        if self.flow is None or not self.app.is_memory:  # PostgreSQL: FLOW_CLAIM, under its advisory lock
-            return
-        if getattr(self.app.driver, "enforces_flow", False):  # the MemoryDriver: under its one lock
-            return
-        capped = [n for n in self._names if self.app.jobs[n].concurrency is not None]
-        driver = type(self.app.driver).__name__
-        raise ConfigurationError(
-            code="JOB_CONCURRENCY_UNENFORCEABLE",
-            cause=f"{', '.join(capped) or 'App(limits=)'} declare flow control and the {driver} driver cannot "
-            "enforce it, so a cap would hold per process and a fleet would run it times its processes",
-            fix="run the worker on PostgreSQL or the MemoryDriver (both enforce every cap), or remove "
-            "concurrency= and limits= from the declarations",
-        )
 
     async def stop(self, *, cut_off: bool = False) -> None:
         """Drain: stop claiming, let running jobs finish up to ``drain_timeout``, then return."""

@@ -480,7 +480,7 @@ with s as materialized (
 ), """
     + wake_cte("handed")
     + """, told as (
-    -- app.wait's wake-up (workhorse.results): the ids of the runs that finished, on the settled
+    -- app.wait's wake-up (workhorse.steps.results): the ids of the runs that finished, on the settled
     -- channel (never the workers' channel); '' when too many for one payload (waiters re-read).
     -- Skipped when the server's notification queue is half full: a waiter re-reads on its poll.
     select pg_notify(%(settled_channel)s,
