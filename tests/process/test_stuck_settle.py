@@ -48,3 +48,21 @@ def test_a_second_sigterm_ends_the_worker_while_its_settle_cannot_land(
         assert took < 10
         holder.rollback()
     assert job_state(procapp.app, ref.id) == ("running", 1)  # its lease lapses; the next claim takes it
+
+
+def test_a_body_raising_text_postgres_cannot_store_jams_nothing_and_sigterm_drains(
+    spawn: Spawn, database_url: str, schema: str
+) -> None:
+    """The issue's own reproduction, in a real worker: its settle failed on every try while the
+    heartbeat kept the lease, five plain jobs stayed running behind it, and SIGTERM was ignored."""
+    import procapp
+
+    bad = procapp.hostile.enqueue_sync(None)
+    plain = [procapp.noop.enqueue_sync(n) for n in range(5)]
+    worker = spawn("--no-scheduler", "--drain-timeout", "5s")
+    wait_for(lambda: job_state(procapp.app, bad.id)[0] == "dead", 20, "the hostile job to be dead-lettered")
+    wait_for(lambda: all(job_state(procapp.app, r.id)[0] == "done" for r in plain), 20, "the plain jobs to settle")
+    began = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=15) == 0
+    assert time.monotonic() - began < 5
