@@ -19,7 +19,9 @@ lease lost and cancels that run, and it claims nothing more until a renewal land
 Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
 or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
 at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
-the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
+the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain. A settle
+that still has not landed ``SETTLE_GRACE`` after the cut-off (a lock held on its row, a database
+that does not answer) is left behind: the drain ends, and its lease lapses for the next claim.
 
 Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
 paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
