@@ -102,7 +102,7 @@ hostile_behaviours = st.builds(
     Behaviour,
     result=st.one_of(json_values, payloads),
     message=st.one_of(st.none(), text),
-    kind=st.sampled_from(["runtime", "terminal", "unreadable"]),
+    kind=st.sampled_from(["runtime", "terminal"]),
     progress=st.one_of(st.none(), text),
     step=st.one_of(st.none(), text),
     step_result=json_values,
@@ -118,6 +118,12 @@ def test_a_body_with_storable_values_is_settled_and_reads_back(fuzz_app: App, lo
 @settings(FUZZ, max_examples=30)
 @given(behaviour=hostile_behaviours)
 def test_a_body_with_any_value_is_settled_and_others_with_it(fuzz_app: App, loop: Loop, behaviour: Behaviour) -> None:
+    _run(fuzz_app, loop, behaviour)
+
+
+@settings(FUZZ, max_examples=10)
+@given(behaviour=hostile_behaviours.map(lambda b: Behaviour(b.result, "-", "unreadable", b.progress, b.step)))
+def test_an_exception_whose_message_cannot_be_read_is_settled(fuzz_app: App, loop: Loop, behaviour: Behaviour) -> None:
     _run(fuzz_app, loop, behaviour)
 
 
