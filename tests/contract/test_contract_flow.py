@@ -505,3 +505,42 @@ async def test_a_zero_cap_stops_only_what_it_counts_and_refuses_nothing(app: App
     for ref in held:
         job = await app.get_job(ref.id)
         assert job is not None and (job.state, job.attempt, job.last_error) == ("ready", 0, None)
+
+
+async def test_a_job_over_a_cap_waits_for_the_slot_without_a_busy_loop(app: App, monkeypatch: Any) -> None:
+    """Handed back uncounted, the job is claimed again when the slot frees, not polled for meanwhile."""
+    hold = asyncio.Event()
+    claims: list[int] = []
+
+    @app.job(name="one_at_a_time", tenant="none", concurrency=1)
+    async def one_at_a_time(ctx: JobContext, payload: int) -> None:
+        if payload == 1:
+            await hold.wait()
+
+    real = type(app.driver).claim
+
+    async def counting(self: Any, **kwargs: Any) -> Any:
+        answer = await real(self, **kwargs)
+        claims.append(len(answer.claimed))
+        return answer
+
+    monkeypatch.setattr(type(app.driver), "claim", counting)
+    first = await one_at_a_time.enqueue(1)
+    second = await one_at_a_time.enqueue(2)
+    worker = app.worker(concurrency=4)
+    task = asyncio.create_task(worker.run())
+    try:
+        await wait_for_states(app, [first.id], {"running"}, 15)
+        before = len(claims)
+        await asyncio.sleep(1.0)
+        during = len(claims) - before
+        waiting = await app.get_job(second.id)
+        assert waiting is not None and (waiting.state, waiting.attempt) == ("ready", 0)
+        hold.set()
+        await wait_for_states(app, [first.id, second.id], {"done"}, 15)
+    finally:
+        hold.set()
+        await worker.stop()
+        await task
+    assert during <= 3, claims  # the worker rests while the slot is held
+    await assert_done_unspent(app, [first.id, second.id])
