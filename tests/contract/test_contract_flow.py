@@ -544,3 +544,33 @@ async def test_a_job_over_a_cap_waits_for_the_slot_without_a_busy_loop(app: App,
         await task
     assert during <= 3, claims  # the worker rests while the slot is held
     await assert_done_unspent(app, [first.id, second.id])
+
+
+@pytest.mark.parametrize("per_tenant", [None, 1])
+async def test_a_busy_refusing_key_is_refused_only_when_no_other_cap_holds_it(app: App, per_tenant: int | None) -> None:
+    """when_busy='fail' refuses a run its busy key keeps; a run another full cap keeps (here its
+    tenant's) waits ready and unspent like any other, refused by nothing."""
+    app.limits = Limits(per_tenant=per_tenant)
+
+    @app.job(name="charge", tenant=lambda p: "t", concurrency=Concurrency(1, key=lambda p: "k", when_busy="fail"))
+    async def charge(ctx: JobContext, payload: int) -> None:
+        return None
+
+    first = await charge.enqueue(1)
+    flow = rules_for(app.limits, {"charge": charge.concurrency})
+
+    async def claim(worker_id: str) -> Any:
+        return await app.driver.claim(
+            worker_id=worker_id, wants={"default": 5}, names=["charge"], visibility=30, flow=flow
+        )
+
+    assert [c.id for c in (await claim("w-1")).claimed] == [first.id]
+    second = await charge.enqueue(2)
+    two = await claim("w-2")
+    job = await app.get_job(second.id)
+    assert two.claimed == [] and job is not None
+    if per_tenant is None:
+        assert [r.id for r in two.refused] == [second.id] and job.state == "failed"
+        assert job.last_error is not None and job.last_error["code"] == "JOB_KEY_BUSY"
+    else:
+        assert two.refused == [] and (job.state, job.attempt, job.last_error) == ("ready", 0, None)

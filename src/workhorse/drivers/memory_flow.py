@@ -29,8 +29,8 @@ def _caps(flow: FlowRules, r: _Row) -> list[tuple[Scope, int]]:
     caps: list[tuple[Scope, int]] = []
     if (name_cap := flow.names.get(r.name)) is not None:
         caps.append((("name", r.name), name_cap))
-    if (keyed := flow.keyed.get(r.name)) is not None:
-        caps.append((("key", r.name, r.flow_key or ""), keyed[0]))
+    if (keyed := flow.keyed.get(r.name)) is not None and (r.flow_key is not None or keyed[0] == 0):
+        caps.append((("key", r.name, r.flow_key or ""), keyed[0]))  # a key cap of 0 stops every key
     if r.tenant is not None and flow.per_tenant is not None:
         caps.append((("tenant", r.tenant), flow.per_tenant))
     if (queue_cap := flow.queue_cap(r.queue)) is not None:
@@ -84,15 +84,22 @@ class MemoryFlow(MemoryCore):
         starts = self._rate_window(flow, now)
         held.update({("rate", tenant): len(at) for tenant, at in starts.items()})
 
-        def open_now(r: _Row) -> bool:  # the due arm skips what a held cap keeps (or refuses it)
-            return _busy(flow, r, held) or all(held[scope] < cap for scope, cap in _caps(flow, r))
+        def open_now(r: _Row) -> bool:  # the due arm skips what a full cap keeps; a refusing key's are taken
+            refusing = flow.keyed.get(r.name, (0, False))[1]
+            return all(held[s] < cap for s, cap in _caps(flow, r) if not (s[0] == "key" and refusing and cap > 0))
 
         lapsed_arm = sorted(freed, key=lambda r: (-r.priority, r.lease_expires_at or now, r.id))
         candidates = [r for r in lapsed_arm if ours(r) and r.attempt < r.max_attempts]
-        for queue, slots in wanted.items():
+        for queue, slots in wanted.items():  # `room`: the queue's slots, within its cap and the total's
+            queue_cap = flow.queue_cap(queue)
+            room = min(
+                slots,
+                slots if queue_cap is None else queue_cap - held["queue", queue],
+                slots if flow.total is None else flow.total - held["total",],
+            )
             due = [r for r in self._rows.values() if r.queue == queue and ours(r) and r.state in _WAITING]
             due = [r for r in due if r.run_at <= now and open_now(r)]
-            candidates += sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[:slots]
+            candidates += sorted(due, key=lambda r: (-r.priority, r.run_at, r.id))[: max(room, 0)]
 
         took: Counter[Scope] = Counter()  # `walk`: what this claim took, by cap
         taken: list[_Row] = []
