@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Outcome, Rate, Retry
-from workhorse.drivers.records import Lease
-from workhorse.flow import rules_for
+from workhorse.drivers.base import Lease
 from workhorse.worker import Worker
 
 BODY = 0.05  # seconds each body sleeps: long enough for a worker of 10 slots to overlap them
@@ -334,7 +333,7 @@ async def test_a_lapsed_slot_frees_and_its_holder_loses_it(app: App, then: str) 
     first = await slot.enqueue(1)
     second = await slot.enqueue(2)
     other = await free.enqueue(3)
-    flow = rules_for(app.limits, {h.name: h.concurrency for h in app.jobs.values()})
+    flow = app.worker().flow  # every declared job's caps, as a worker hands them to its claim
     assert flow is not None
     driver = app.driver
 
@@ -403,7 +402,7 @@ async def test_a_flow_claim_retakes_a_lapsed_lease_no_cap_counts(
         return None
 
     ref = await loose.enqueue(1)
-    flow = rules_for(app.limits, {h.name: h.concurrency for h in app.jobs.values()})
+    flow = app.worker().flow  # every declared job's caps, as a worker hands them to its claim
     assert flow is not None and not flow.counts("loose", "default", None)
     driver = app.driver
 
@@ -468,7 +467,7 @@ async def _a_big_cap_is_refused_or_enforced(app: App, index: int) -> None:
         assert big.code == "CONFIG_INVALID"
         return
     ref = await big.enqueue(1)
-    flow = rules_for(app.limits, {"big": big.concurrency})
+    flow = app.worker().flow
     result = await app.driver.claim(worker_id="w-1", wants={"default": 1}, names=["big"], visibility=30, flow=flow)
     assert [c.id for c in result.claimed] == [ref.id]
 
@@ -557,7 +556,7 @@ async def test_a_busy_refusing_key_is_refused_only_when_no_other_cap_holds_it(ap
         return None
 
     first = await charge.enqueue(1)
-    flow = rules_for(app.limits, {"charge": charge.concurrency})
+    flow = app.worker().flow
 
     async def claim(worker_id: str) -> Any:
         return await app.driver.claim(
