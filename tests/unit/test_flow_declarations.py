@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Rate
+from workhorse.testing import drain, memory
 
 BAD_NUMBERS: list[Any] = [-1, -100, 2.0, 1.5, math.nan, math.inf, -math.inf, True, False, "2", None, [2], {"n": 2}]
 BAD_COUNTS = [v for v in BAD_NUMBERS if v is not None]  # None means "no cap" where a cap is optional
@@ -215,3 +216,25 @@ async def test_the_memory_driver_enforces_a_cap(declare: dict[str, Any], runs: i
     jobs = [await app.get_job(ref.id) for ref in refs]
     held = [(j.state, j.attempt, j.last_error) for j in jobs if j is not None and j.state != "done"]
     assert held == [("ready", 0, None)] * (3 - runs)  # held back uncounted: ready, unspent, no error
+
+
+async def test_a_rate_window_slides_on_the_memory_drivers_clock() -> None:
+    """The window is measured by the driver's clock (with RATE_SLACK, 5% of ``per``), so a test moves
+    it instead of sleeping; drain moves the clock only to due times, never past a rate."""
+    app = App(driver="memory", limits=Limits(rate_per_tenant=Rate(1, per="1h")))
+    ran: list[int] = []
+
+    @app.job(name="call_api", tenant=lambda p: "t")
+    async def call_api(ctx: JobContext, payload: int) -> None:
+        ran.append(payload)
+
+    with memory(app) as clock:
+        await call_api.enqueue_many([1, 2])
+        await drain(app)
+        assert ran == [1]
+        clock.advance("62m")  # inside the window of 1h and its slack
+        await drain(app)
+        assert ran == [1]
+        clock.advance("2m")
+        await drain(app)
+        assert ran == [1, 2]
