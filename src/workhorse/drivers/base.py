@@ -2,9 +2,9 @@
 
 Not a plug-in point. PostgreSQL is the one implementation of the queue (``PostgresDriver``, each
 role in ``postgres_<role>.py``). ``MemoryDriver`` is a test double for users' unit tests: it keeps
-enqueue, claims and settles, steps and events and the reads, and refuses the rest with
-``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps on both, and every
-other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
+enqueue, claims and settles (flow control's caps enforced), steps and events and the reads, and
+refuses the rest with ``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps
+on both, and every other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
 ``now()`` in Postgres, the injected clock in memory. Workers never compare their own clock with a row.
 
 The roles, each a protocol; ``Driver`` is all of them:
