@@ -49,7 +49,7 @@ import psycopg
 from workhorse import App, JobContext, Retention
 from workhorse._db.queries import retention as retention_sql
 from workhorse.drivers.records import Settlement
-from workhorse.scheduler import Scheduler
+from workhorse.leader.scheduler import Scheduler
 
 QUEUE = "bench"
 NAME = "bench.noop"

@@ -53,8 +53,8 @@ from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, exp
 from workhorse.flow import why_held
 from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
+from workhorse.leader.report import TasksReport, tasks_report
 from workhorse.retention import PurgeReport, Retention, purge_policy
-from workhorse.scheduler.report import TasksReport, tasks_report
 from workhorse.search import checked_error, checked_payload
 from workhorse.tasks import TaskHandle
 

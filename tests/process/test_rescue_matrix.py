@@ -29,7 +29,7 @@ from processkit import HERE, ledger, wait_for
 
 from workhorse import App
 from workhorse.drivers.base import Job
-from workhorse.rescue import rescue_interval
+from workhorse.leader.rescue import rescue_interval
 
 pytestmark = pytest.mark.process
 

@@ -30,7 +30,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from workhorse.drivers.leadership import LeadershipRole
 from workhorse.drivers.records import (
     ALL_STATES,
     BULK_STATES,
@@ -75,6 +74,7 @@ from workhorse.drivers.records import (
     shown_step,
 )
 from workhorse.drivers.searching import SEARCH_SCAN
+from workhorse.leader.rounds import LeadershipRole
 
 
 @runtime_checkable

@@ -18,7 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from workhorse.drivers.base import LIVE_STATES, NewJob
-from workhorse.drivers.leadership import (
+from workhorse.drivers.memory_core import MemoryCore, _canonical, _json_text, _Row, log
+from workhorse.drivers.wakeups import Subscription
+from workhorse.errors import ConfigurationError
+from workhorse.leader.rounds import (
     ROLE,
     LeaseRecord,
     PlannedFire,
@@ -28,9 +31,6 @@ from workhorse.drivers.leadership import (
     TaskRecord,
     TaskState,
 )
-from workhorse.drivers.memory_core import MemoryCore, _canonical, _json_text, _Row, log
-from workhorse.drivers.wakeups import Subscription
-from workhorse.errors import ConfigurationError
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ module over the shared internals of ``postgres_core``; none imports this module 
     postgres_work      PostgresWork: claim, heartbeat, the registry row, settle, progress; the wake-ups
     postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
     steps/postgres     PostgresSteps: durable steps and stored events
-    postgres_leadership  PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
+    leader/postgres    PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
     postgres_retention PostgresRetention: the purge, one small batch per statement
     outbox/postgres    PostgresOutbox: the relay's insert of staged rows under their own ids
 
@@ -56,10 +56,10 @@ from workhorse.drivers.postgres_enqueue import (
     _plain,
     _wire_text,
 )
-from workhorse.drivers.postgres_leadership import PostgresLeadership
 from workhorse.drivers.postgres_operate import BULK_TRIES, SHOWN_LIMIT, PostgresOperate, _id_range, _job, _shown
 from workhorse.drivers.postgres_retention import PostgresRetention
 from workhorse.drivers.postgres_work import _ARRAY_ESCAPES, PostgresWork, pg_array
+from workhorse.leader.postgres import PostgresLeadership
 from workhorse.outbox.postgres import PostgresOutbox
 from workhorse.steps.postgres import PURGE_BATCH, PostgresSteps, _answer, _fence, _published
 

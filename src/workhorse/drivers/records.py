@@ -88,7 +88,7 @@ class Job:
     flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
     traceparent: str | None = None  # the W3C traceparent stamped at enqueue or staging, if any
     # Running, and its lease lapsed (on the driver's clock, when read): its worker stopped renewing
-    # it and no claim nor rescue has recovered it yet (see ``workhorse.rescue``).
+    # it and no claim nor rescue has recovered it yet (see ``workhorse.leader.rescue``).
     lease_lapsed: bool = False
     # Its last hand-back, unspent (a drain, ctx.hand_back()): {at, worker, reason, attempt}; None: never.
     handed_back: dict[str, Any] | None = None

@@ -58,8 +58,8 @@ from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.flow import Limits, rules_for
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
+from workhorse.leader.rescue import rescue_every, rescue_interval
 from workhorse.logs import JobLogger
-from workhorse.rescue import rescue_every, rescue_interval
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict

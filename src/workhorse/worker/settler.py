@@ -20,7 +20,7 @@ from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.ids import short_id
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
-from workhorse.rescue import announce_buried, on_settled
+from workhorse.leader.rescue import announce_buried, on_settled
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
 from workhorse.worker.records import Control, Held, WorkerStats

@@ -22,7 +22,7 @@ worker cancels the run (JOB_SLOT_LOST) and it writes nothing. A lapsed row anoth
 locked right now is counted as held. `freed` also locks the lapsed leases on the claim's own queues
 under its own names that no cap counts (`lapsed_ours`), so a worker under flow control re-takes
 every lapsed job it may run, as the plain CLAIM does; a lapsed job no claim may take (a paused
-queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.rescue``).
+queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.leader.rescue``).
 
 A job over any cap is not taken: it stays ready, its attempt unspent. Candidates are walked in
 claim order (`walk`, a recursive CTE over at most the claim's slots) and each is taken only when

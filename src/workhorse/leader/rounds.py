@@ -1,6 +1,6 @@
 """The leadership role of a driver (``LeadershipRole``, one of ``Driver``'s bases): the scheduler's
 lease row and its rounds. It runs what the scheduler role asks of its storage, each call one
-statement on PostgreSQL (``_db/queries/scheduler.py``; ``drivers/postgres_leadership.py``) and
+statement on PostgreSQL (``leader/queries.py``; ``leader/postgres.py``) and
 one step under the lock on the memory driver (``drivers/memory_leadership.py``):
 
 ``leader_round``    renew (or take) the lease with its epoch fence, fire what the last round
@@ -11,7 +11,7 @@ one step under the lock on the memory driver (``drivers/memory_leadership.py``):
 ``read_schedule``   every task row and the lease as they stand, for ``workhorse tasks``
 
 The records below are what those calls speak. Nothing here knows a schedule: the planner
-(``workhorse.scheduler.cron``) decides what is due, the driver only fences and writes it.
+(``workhorse.leader.cron``) decides what is due, the driver only fences and writes it.
 """
 
 from __future__ import annotations

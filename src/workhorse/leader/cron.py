@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workhorse.drivers.leadership import Declared, PlannedFire, RoundAnswer, RoundRequest, TaskState
 from workhorse.errors import WorkhorseError
-from workhorse.scheduler.election import MIN_WAIT, WAKE_MARGIN
-from workhorse.scheduler.stats import SchedulerStats
+from workhorse.leader.election import MIN_WAIT, WAKE_MARGIN
+from workhorse.leader.rounds import Declared, PlannedFire, RoundAnswer, RoundRequest, TaskState
+from workhorse.leader.stats import SchedulerStats
 from workhorse.tasks import TaskHandle, iso, plan_fire
 
 log = logging.getLogger("workhorse.scheduler")

@@ -1,7 +1,7 @@
 """The scheduler role's lifecycle: ``Scheduler`` runs rounds, one at a time, until stopped.
 
 Every process running the role (``workhorse worker`` unless ``--no-scheduler``, or ``workhorse
-scheduler``) runs ROUNDS, each ONE statement (``_db/queries/scheduler``): it renews or takes the
+scheduler``) runs ROUNDS, each ONE statement (``leader/queries``): it renews or takes the
 lease (``election.py``), fires what the previous round planned, fenced by the lease epoch and by
 each task's watermark (``cron.py``), and reads back the database clock and the watermarks the next
 round plans from. After a round that left it leading it runs the leader's other duties
@@ -38,25 +38,25 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from workhorse._service import Service, stop_signals
-from workhorse.drivers.leadership import Handover, RoundRequest
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle
+from workhorse.leader.cron import CronDuty
+from workhorse.leader.duty import Duty
+from workhorse.leader.election import Election
+from workhorse.leader.folds import CounterFolds, fold_hourly
+from workhorse.leader.purge import Purger, RetentionPurge, purge_every
+from workhorse.leader.rescue import LeaseRescue
+from workhorse.leader.rounds import Handover, RoundRequest
+from workhorse.leader.stats import SchedulerStats
+from workhorse.leader.store import HandoverSource, RoundStore, StoreSource, open_store
 from workhorse.retention import Retention
-from workhorse.scheduler.cron import CronDuty
-from workhorse.scheduler.duty import Duty
-from workhorse.scheduler.election import Election
-from workhorse.scheduler.folds import CounterFolds, fold_hourly
-from workhorse.scheduler.purge import Purger, RetentionPurge, purge_every
-from workhorse.scheduler.rescue import LeaseRescue
-from workhorse.scheduler.stats import SchedulerStats
-from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, open_store
 from workhorse.tasks import TaskHandle
 
 log = logging.getLogger("workhorse.scheduler")
 
-RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.rescue)
+RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.leader.rescue)
 
 
 class SchedulerApp(StoreSource, Protocol):

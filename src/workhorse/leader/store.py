@@ -14,7 +14,7 @@ import asyncio
 from typing import Protocol, runtime_checkable
 
 from workhorse.drivers.base import Driver, Rescued, RescueRole
-from workhorse.drivers.leadership import Handover, RoundAnswer, RoundRequest
+from workhorse.leader.rounds import Handover, RoundAnswer, RoundRequest
 
 
 class StoreSource(Protocol):
