@@ -47,7 +47,7 @@ from workhorse.drivers.base import (
     Snapshot,
     WorkerInfo,
 )
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
 from workhorse.flow import why_held
@@ -56,6 +56,7 @@ from workhorse.jobs import JobHandle
 from workhorse.leader.report import TasksReport, tasks_report
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.search import checked_error, checked_payload
+from workhorse.storable import flaw
 from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
@@ -244,6 +245,7 @@ class Admin:
                     cause=f"{what} expected a timezone-aware datetime, got {value!r}",
                     fix=f"{what}=datetime(2026, 1, 1, tzinfo=UTC)   # the CLI takes 2026-01-01T00:00Z",
                 )
+        _check_names(queue=queue, name=name, tenant=tenant, name_part=name_part)
         searched = checked_payload(payload), checked_error(error)
         filters = ListFilter(
             payload=searched[0],
@@ -308,7 +310,7 @@ class Admin:
         return await self._driver.cancel(job_id)
 
     async def requeue(self, job_id: str, *, from_step: str | None = None) -> Job:
-        if from_step is not None and (not isinstance(from_step, str) or not from_step):
+        if from_step is not None and (not isinstance(from_step, str) or not from_step or flaw(from_step)):
             raise ConfigurationError(
                 cause=f"from_step expected a step name, got {from_step!r}",
                 fix=f"workhorse show {job_id}   # then: workhorse requeue {job_id} --from-step NAME",
@@ -386,6 +388,7 @@ class Admin:
     ) -> BulkResult:
         state = filters.state
         command = "rm" if verb == "remove" else verb
+        _check_names(queue=filters.queue, name=filters.name, tenant=filters.tenant)
         _check_state(state, ALL_STATES, f"workhorse {command} --all --state {sorted(BULK_STATES[verb])[0]}")
         allowed = BULK_STATES[verb]
         if state not in allowed:
@@ -407,6 +410,13 @@ class Admin:
     async def pause(self, queue: str, *, reason: str | None = None) -> QueuePause:
         """Pause a queue: no worker claims from it until ``resume``. Running jobs finish."""
         _check_queue(queue, "pause")
+        if reason is not None and (not isinstance(reason, str) or flaw(reason)):
+            raise ConfigurationError(
+                code="PAUSE_REASON_INVALID",
+                cause=f"pause expected a reason as text PostgreSQL can store (no NUL, no lone surrogate), "
+                f"got {reason!r}",
+                fix="workhorse pause emails --reason 'provider outage'",
+            )
         return await self._driver.pause_queue(queue, reason)
 
     async def resume(self, queue: str) -> bool:
@@ -422,13 +432,13 @@ class Admin:
     async def snapshot(self, since: Duration | None = None) -> Snapshot:
         """The raw numbers ``stats`` and the metrics endpoint are made of (``since`` None: counters
         of all time)."""
-        seconds = None if since is None else to_seconds(since, what="since", allow_zero=False)
+        seconds = None if since is None else _window(since)
         return await self._driver.snapshot(seconds)
 
     async def stats(self, since: Duration = DEFAULT_WINDOW) -> Stats:
         """Per queue and per job name: jobs by state, oldest ready age, and the window's
         throughput and failure rate."""
-        window = to_seconds(since, what="since", allow_zero=False)
+        window = _window(since)
         stats = summarize(await self._driver.snapshot(window), window)
         declared = self._app.jobs
         if declared:  # an app that declares jobs knows which names none of its workers runs
@@ -586,10 +596,41 @@ def _check_state(state: object, allowed: tuple[str, ...], fix: str) -> None:
         )
 
 
+def _window(since: Duration) -> float:
+    """A ``since`` window in seconds: positive, and at most ``LONGEST`` (100 years)."""
+    return bounded_seconds(
+        since,
+        what="since",
+        code="STATS_WINDOW_TOO_LONG",
+        fix="workhorse stats --since 30d   # any window up to 36525d; every job fits in one that long",
+        allow_zero=False,
+    )
+
+
 def _check_queue(queue: object, verb: str) -> None:
-    if not isinstance(queue, str) or not queue.strip() or len(queue) > MAX_QUEUE_NAME:
+    if not isinstance(queue, str) or not queue.strip() or len(queue) > MAX_QUEUE_NAME or flaw(queue):
         raise ConfigurationError(
             code="QUEUE_NAME_INVALID",
-            cause=f"{verb} expected a queue name (1 to {MAX_QUEUE_NAME} characters), got {queue!r}",
+            cause=f"{verb} expected a queue name (1 to {MAX_QUEUE_NAME} characters of text PostgreSQL can store: "
+            f"no NUL, no lone surrogate), got {queue!r}",
             fix=f"workhorse {verb} emails",
         )
+
+
+# A filter no job can match, because PostgreSQL cannot store it: refused with the code the same
+# name gets where it is given (a queue, a job's name, a tenant), not sent to fail in the driver.
+_NAME_CODES = {"queue": "QUEUE_NAME_INVALID", "name": "JOB_NAME_INVALID", "tenant": "TENANT_INVALID"}
+
+
+def _check_names(**filters: object) -> None:
+    for what, value in filters.items():
+        if value is None:
+            continue
+        wrong = "it is not text" if not isinstance(value, str) else flaw(value)
+        if wrong is not None:
+            kind = what.split("_")[0]  # name_part filters names too
+            raise ConfigurationError(
+                code=_NAME_CODES[kind],
+                cause=f"the {what} filter holds {wrong}; no {kind} can, as PostgreSQL cannot store it: {value!r}",
+                fix=f"workhorse ls --{kind} NAME   # a {kind} as ls shows it",
+            )

@@ -35,6 +35,7 @@ from workhorse._ports import DriverSource
 from workhorse.drivers.base import Job, ListFilter
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import MAX_TENANT_LENGTH
+from workhorse.storable import flaw
 
 MAX_EXPORT_PAGE = 200  # as app.admin.list's pages
 DEFAULT_EXPORT_PAGE = 100
@@ -95,12 +96,12 @@ def page_filename(number: int) -> str:
 def check_export(tenant: object, page_size: object) -> None:
     """Refuse what no export can be asked: a tenant that is not 1 to 200 characters of text (a
     missing one would mean every tenant's rows), or a page size outside 1..200."""
-    if not isinstance(tenant, str) or not tenant or len(tenant) > MAX_TENANT_LENGTH or "\x00" in tenant:
+    if not isinstance(tenant, str) or not tenant or len(tenant) > MAX_TENANT_LENGTH or flaw(tenant):
         shown = repr(tenant) if not isinstance(tenant, str) or len(tenant) <= 60 else f"{tenant[:60]!r}..."
         length = f" ({len(tenant)} characters)" if isinstance(tenant, str) else ""
         raise ConfigurationError(
             cause=f"export expected tenant to be a tenant id, a non-empty string of at most {MAX_TENANT_LENGTH} "
-            f"characters (as a job's tenant function returns it), got {shown}{length}",
+            f"characters without NUL or lone surrogates (as a job's tenant function returns it), got {shown}{length}",
             fix="app.admin.export(tenant='acme')   # or: workhorse export --tenant acme --out ./acme-export",
         )
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_EXPORT_PAGE:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from workhorse.drivers.records import KEY_SEPARATOR, FlowRules, FlowUsage, Job
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.storable import flaw
 
 WhenBusy = Literal["wait", "fail"]
 MAX_FLOW_KEY_LENGTH = 200
@@ -109,10 +110,11 @@ class Concurrency:
             raise ConfigurationError(
                 cause=f"job {job!r}: its concurrency key function raised {type(error).__name__}: {error}", fix=fix
             ) from error
-        if not isinstance(value, str) or not value or len(value) > MAX_FLOW_KEY_LENGTH or "\x00" in value:
+        if not isinstance(value, str) or not value or len(value) > MAX_FLOW_KEY_LENGTH or flaw(value):
             raise ConfigurationError(
                 cause=f"job {job!r}: its concurrency key function answered {value!r}; a key must be a non-empty "
-                f"string of at most {MAX_FLOW_KEY_LENGTH} characters",
+                f"string of at most {MAX_FLOW_KEY_LENGTH} characters that PostgreSQL can store (no NUL character, "
+                "no lone surrogate)",
                 fix=fix,
             )
         return value

@@ -16,12 +16,13 @@ from typing_extensions import TypeVar
 from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
 from workhorse.drivers.base import JobRef, NewJob
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
 from workhorse.payload import encode
 from workhorse.retry import Retry
+from workhorse.storable import flaw
 from workhorse.tracing import current_traceparent
 from workhorse.typed import PayloadType, payload_type_of
 
@@ -89,9 +90,15 @@ def _main_module_name(fn: Callable[..., Any]) -> str:
 
 
 def _check_text(value: Any, what: str, limit: int, fix: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > limit or "\x00" in value:
+    if not isinstance(value, str) or not value or len(value) > limit:
         raise ConfigurationError(
             cause=f"{what} expected a non-empty string of at most {limit} characters, got {value!r}", fix=fix
+        )
+    wrong = flaw(value)
+    if wrong is not None:
+        raise ConfigurationError(
+            cause=f"{what} holds {wrong}; PostgreSQL cannot store it: {value[:60]!r}",
+            fix=f"{fix}   # text without NUL characters or lone surrogates",
         )
     return value
 
@@ -239,7 +246,22 @@ class JobHandle(Generic[R, P]):
                 cause=f"job {self.name!r}: run_at expected a timezone-aware datetime, got {run_at!r}",
                 fix="run_at=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)",
             )
-        return run_at, 0.0 if delay is None else to_seconds(delay, what="delay")
+        if run_at is not None:
+            check_not_too_late(
+                run_at,
+                what=f"run_at of job {self.name!r}",
+                fix="pass a run_at within 100 years; schedule far-off work nearer the time (a cron task can "
+                "enqueue it when it is due)",
+            )
+        if delay is None:
+            return run_at, 0.0
+        seconds = bounded_seconds(
+            delay,
+            what=f"delay= of job {self.name!r}",
+            code="DELAY_TOO_LONG",
+            fix="pass a delay of at most 36525 days (delay='30d'); schedule far-off work nearer the time",
+        )
+        return run_at, seconds
 
     def _priority(self, priority: int | None) -> int:
         if priority is None:

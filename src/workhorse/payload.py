@@ -2,23 +2,43 @@
 
 A payload must survive a trip through Postgres ``jsonb`` unchanged, so we refuse at enqueue what
 ``jsonb`` would refuse or silently change later: values that are not JSON (datetime, Decimal,
-bytes, set, objects), NaN and Infinity, a NUL character anywhere, keys that are not strings,
-nesting deeper than ``MAX_DEPTH``, and an encoded size over the limit (1 MiB by default). The
-error names the path of the first offending value (``$.items[3].price``). Never pickle.
+bytes, set, objects), NaN and Infinity, a NUL character or a lone surrogate in any string or key,
+keys that are not strings, nesting deeper than ``MAX_DEPTH``, and an encoded size over the limit
+(1 MiB by default). The error names the path of the first offending value (``$.items[3].price``).
+Never pickle.
+
+Numbers. ``jsonb`` keeps a number as the decimal it is written as, and reads it back as Python's
+``json`` would read that decimal. So an int, and a float below 1e16 in magnitude, read back equal
+and of the same type; the rest are refused (``PAYLOAD_NUMBER_CHANGED``):
+
+- a float of 1e16 or more in magnitude: Python writes it with an exponent (``1e+300``), jsonb
+  stores its digits and reads them back as an int, a different type and often a different value
+  (``1e300`` comes back as ``10**300``, which is not ``1e300``);
+- ``-0.0``: jsonb has no negative zero; it comes back as ``0.0``;
+- an int of more than ``MAX_INT_DIGITS`` digits: stored, but no Python reader can parse it back
+  (``sys.get_int_max_str_digits``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from json import encoder as _json_encoder
 from typing import Any
 
 from workhorse.errors import PayloadError
+from workhorse.storable import flaw
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
+MAX_INT_DIGITS = 4300  # Python's default limit for reading an int from its decimal text
+EXACT_FLOAT_LIMIT = 1e16  # from here on Python writes a float with an exponent, and jsonb reads it back as an int
+_INT_LIMIT = 10**MAX_INT_DIGITS
+# In encoded text, what may be a number jsonb changes: an exponent (1e+16) or a negative zero. A
+# string holding the same characters only sends the payload down the slow path, which looks closer.
+_MAY_CHANGE = re.compile(r"e\+|-0\.0(?![0-9])")
 
 
 def _child(path: str, key: str | int) -> str:
@@ -29,11 +49,46 @@ def _child(path: str, key: str | int) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
-def _refuse(what: str, path: str, value: Any, fix: str) -> PayloadError:
-    shown = repr(value)
+def _refuse(what: str, path: str, value: Any, fix: str, code: str | None = None) -> PayloadError:
+    huge = isinstance(value, int) and abs(value) >= _INT_LIMIT  # repr() itself would raise
+    shown = f"an int of {value.bit_length()} bits" if huge else repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return PayloadError(cause=f"{what} at {path}: {shown}", fix=fix)
+    return PayloadError(cause=f"{what} at {path}: {shown}", fix=fix, code=code)
+
+
+def _check_number(value: int | float, path: str) -> None:
+    """Refuse a number jsonb would store and hand back changed (see the module's docstring)."""
+    if isinstance(value, int):
+        if abs(value) >= _INT_LIMIT:
+            raise _refuse(
+                f"an int of more than {MAX_INT_DIGITS} digits would be stored but could not be read back "
+                "(Python reads at most that many digits of an int)",
+                path,
+                value,
+                "send it as a string: str(value) (with sys.set_int_max_str_digits raised where you make it)",
+                code="PAYLOAD_NUMBER_CHANGED",
+            )
+        return
+    if not math.isfinite(value):
+        raise _refuse("NaN and Infinity are not JSON", path, value, "send null or a string instead")
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        raise _refuse(
+            "-0.0 would read back as 0.0 (jsonb has no negative zero)",
+            path,
+            value,
+            "send 0.0, or the sign separately",
+            code="PAYLOAD_NUMBER_CHANGED",
+        )
+    if abs(value) >= EXACT_FLOAT_LIMIT:
+        raise _refuse(
+            f"a float of {EXACT_FLOAT_LIMIT:g} or more in magnitude would read back from jsonb as an int "
+            "(its decimal digits: another type, and not always the same value)",
+            path,
+            value,
+            "send int(value) when it is a whole number, or str(value) to keep the float's text",
+            code="PAYLOAD_NUMBER_CHANGED",
+        )
 
 
 def _check(value: Any, path: str, depth: int) -> None:
@@ -44,19 +99,20 @@ def _check(value: Any, path: str, depth: int) -> None:
             type(value).__name__,
             "flatten the structure, or store the document elsewhere and pass its id",
         )
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
         return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _refuse("NaN and Infinity are not JSON", path, value, "send null or a string instead")
+    if isinstance(value, int | float):
+        _check_number(value, path)
         return
     if isinstance(value, str):
-        if "\x00" in value:
+        wrong = flaw(value)
+        if wrong is not None:
             raise _refuse(
-                "a NUL character (\\u0000) cannot be stored in Postgres jsonb",
+                f"text holding {wrong} cannot be stored in Postgres jsonb",
                 path,
                 value,
-                "strip it: value.replace('\\x00', '')",
+                "strip NUL characters (value.replace('\\x00', '')); decode text with errors='replace' so no "
+                "lone surrogate is left",
             )
         return
     if isinstance(value, dict):
@@ -68,8 +124,9 @@ def _check(value: Any, path: str, depth: int) -> None:
                     key,
                     "convert the key with str() before enqueueing",
                 )
-            if "\x00" in key:
-                raise _refuse("a NUL character cannot be stored in a jsonb key", path, key, "rename the key")
+            wrong = flaw(key)
+            if wrong is not None:
+                raise _refuse(f"a key holding {wrong} cannot be stored in jsonb", path, key, "rename the key")
             _check(item, _child(path, key), depth + 1)
         return
     if isinstance(value, list | tuple):
@@ -124,6 +181,16 @@ def _fast(payload: Any) -> str:
     return "".join(_C_ENCODER(payload, 0))
 
 
+def _utf8_size(text: str) -> int | None:
+    """The size of ``text`` in UTF-8, or None when it holds a lone surrogate (no UTF-8 at all)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
 def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
     """Validate ``payload`` and answer its compact JSON text, or raise ``PayloadError``."""
     if payload is None:  # the commonest result of all
@@ -132,10 +199,12 @@ def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "pay
         text = _fast(payload) if _plain(payload, 0) else None
     except (TypeError, ValueError, RecursionError):
         text = None
-    if text is None or "\\u0000" in text:  # not plain JSON, or a NUL somewhere (escaped by the encoder)
+    size = None if text is None else _utf8_size(text)
+    # not plain JSON, a NUL somewhere (escaped by the encoder), a lone surrogate, or a number jsonb may change
+    if text is None or size is None or "\\u0000" in text or _MAY_CHANGE.search(text):
         _check(payload, "$", 0)  # raises with the path of the offending value
         text = _ENCODER.encode(payload)
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
             code="PAYLOAD_TOO_LARGE",

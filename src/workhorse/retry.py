@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds
 from workhorse.errors import ConfigurationError, RetryAfter, TerminalError
 
 
@@ -41,8 +41,9 @@ class Retry:
                 cause=f"Retry.attempts expected a whole number >= 1 (every run counts), got {attempts!r}",
                 fix="Retry(attempts=5)   # or attempts=1 for no retry",
             )
-        base_s = to_seconds(base, what="Retry.base")
-        max_s = to_seconds(max_delay, what="Retry.max_delay")
+        fix = "Retry(base='1s', max_delay='1h')   # each at most 36525 days"
+        base_s = bounded_seconds(base, what="Retry.base", code="DELAY_TOO_LONG", fix=fix)
+        max_s = bounded_seconds(max_delay, what="Retry.max_delay", code="DELAY_TOO_LONG", fix=fix)
         object.__setattr__(self, "attempts", attempts)
         object.__setattr__(self, "base", base_s)
         object.__setattr__(self, "max_delay", max_s)

@@ -8,7 +8,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from workhorse.errors import ConfigurationError
+from workhorse.errors import ConfigurationError, PayloadError
+from workhorse.payload import encode
+from workhorse.storable import flaw
 
 MAX_SEARCH_TEXT = 200  # characters of error text a search takes
 
@@ -51,14 +53,17 @@ def checked_payload(payload: Any) -> dict[str, Any] | None:
     if not isinstance(payload, Mapping) or not payload:
         raise _refused(f"payload search expected a JSON object with at least one field, got {payload!r}")
     try:
-        return dict(json.loads(json.dumps(dict(payload), allow_nan=False)))
-    except (TypeError, ValueError) as error:
-        raise _refused(f"payload search {payload!r} is not JSON: {error}") from None
+        return dict(json.loads(encode(dict(payload))))
+    except PayloadError as error:
+        raise _refused(f"payload search {payload!r} is not JSON jsonb can store: {error.cause}") from None
 
 
 def checked_error(error: Any) -> str | None:
     if error is None:
         return None
-    if not isinstance(error, str) or not error.strip() or len(error) > MAX_SEARCH_TEXT:
-        raise _refused(f"error search expected 1 to {MAX_SEARCH_TEXT} characters of text, got {error!r}")
+    if not isinstance(error, str) or not error.strip() or len(error) > MAX_SEARCH_TEXT or flaw(error):
+        raise _refused(
+            f"error search expected 1 to {MAX_SEARCH_TEXT} characters of text PostgreSQL can store "
+            f"(no NUL, no lone surrogate), got {error!r}"
+        )
     return error.strip()

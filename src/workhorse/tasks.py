@@ -52,7 +52,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from workhorse.drivers.base import JobRef, NewJob
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf, _name_of
 from workhorse.payload import encode
@@ -199,8 +199,16 @@ class EverySchedule(Schedule):
 
     def __init__(self, every: Duration, *, task: str = "?") -> None:
         try:
-            seconds = to_seconds(every, what=f"every= of task {task!r}", allow_zero=False)
+            seconds = bounded_seconds(
+                every,
+                what=f"every= of task {task!r}",
+                code="TASK_EVERY_TOO_LONG",
+                fix="a period of at most 36525 days (every='7d'); for a date each year use cron='0 0 1 1 *'",
+                allow_zero=False,
+            )
         except ConfigurationError as error:
+            if error.code == "TASK_EVERY_TOO_LONG":
+                raise
             raise ConfigurationError(code="TASK_SCHEDULE_INVALID", cause=error.cause, fix=error.fix) from error
         period = timedelta(seconds=seconds)
         if period < MIN_EVERY:

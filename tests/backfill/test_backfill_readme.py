@@ -1,4 +1,4 @@
-"""The README's backfill example runs as written: a pass over a products table fills every slug."""
+"""The backfill example (docs/guides/backfills.md) runs as written: a pass over a products table fills every slug."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from workhorse import backfill as bf
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "guides" / "backfills.md"
 
 
 def backfill_example() -> str:
-    section = README.read_text().split("## Backfills: data migrations in batches\n", 1)[1]
+    section = PAGE.read_text()
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None
     return match.group(1)
@@ -30,7 +30,7 @@ async def test_the_readme_backfill_runs(database_url: str, schema: str, monkeypa
     monkeypatch.setenv("WORKHORSE_DATABASE_URL", url)
     monkeypatch.setenv("WORKHORSE_ENV", "staging")
     namespace: dict[str, Any] = {"__name__": "readme_backfill"}
-    exec(compile(backfill_example().replace("App()", f"App(schema={schema!r})"), "README.md", "exec"), namespace)
+    exec(compile(backfill_example().replace("App()", f"App(schema={schema!r})"), "backfills.md", "exec"), namespace)
     app = namespace["app"]
     await app.migrate()
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -431,3 +431,8 @@ def test_worker_logs_one_json_line_per_outcome(cliapp: ModuleType) -> None:
     )
     assert quiet.returncode == 0, quiet.stderr
     assert "completed" not in quiet.stderr
+
+
+def test_stats_since_past_the_bound_is_refused(database_url: str, schema: str) -> None:
+    assert invoke(database_url, schema, "migrate").exit_code == 0
+    refused(invoke(database_url, schema, "stats", "--since", "99999999d", "--json"), "STATS_WINDOW_TOO_LONG")

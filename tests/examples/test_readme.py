@@ -1,10 +1,13 @@
-"""The README's first example runs as written (on this test's own schema)."""
+"""The README's quickstart runs as written (on this test's own schema) and leaves one job done."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -15,14 +18,16 @@ def first_python_block() -> str:
     return match.group(1)
 
 
-async def test_readme_example_runs(database_url: str, schema: str, monkeypatch: Any) -> None:
+def test_readme_example_runs(database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORKHORSE_DATABASE_URL", database_url)
     source = first_python_block()
     assert len(source.strip().splitlines()) <= 20
     namespace: dict[str, Any] = {"__name__": "readme_example"}
-    exec(compile(source.replace("App()", f"App(schema={schema!r})"), "README.md", "exec"), namespace)
-    await namespace["main"]()
+    exec(compile(source.replace("App()", f"App(schema={schema!r})"), "README.md", "exec"), namespace)  # runs main()
     app = namespace["app"]
-    page = await app.list_jobs()
-    assert [(j.state, j.result) for j in page.jobs] == [("done", {"sent_to": "ada@example.com", "attempt": 1})]
-    await app.close()
+
+    async def jobs() -> list[tuple[str, Any]]:
+        async with app:
+            return [(j.state, j.result) for j in (await app.list_jobs()).jobs]
+
+    assert asyncio.run(jobs()) == [("done", {"sent_to": "ada@example.com", "attempt": 1})]

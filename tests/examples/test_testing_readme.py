@@ -1,4 +1,4 @@
-"""The README's "Testing your jobs" example runs as written: its jobs module and its test file in a
+"""The "Testing your jobs" example (docs/guides/testing.md) runs as written: its jobs module and its test file in a
 project of their own, run by a separate pytest process with the workhorse plugin."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "guides" / "testing.md"
 
 
 def blocks() -> tuple[str, str]:
-    section = README.read_text().split("## Testing your jobs", 1)[1].split("\n## ", 1)[0]
+    section = PAGE.read_text()
     jobs, tests = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
     assert jobs.startswith("# myproject/jobs.py") and tests.startswith("# tests/test_jobs.py")
     return jobs, tests

@@ -1,4 +1,4 @@
-"""The README's "Workflows with steps" example runs as written: charge, email, wait for shipment, done."""
+"""The durable steps example (docs/guides/steps.md) runs as written: charge, email, wait for shipment, done."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "guides" / "steps.md"
 
 
 def workflow_block() -> str:
-    section = README.read_text().split("## Workflows with steps", 1)[1]
+    section = PAGE.read_text()
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None
     return match.group(1)
@@ -32,7 +32,7 @@ async def test_the_order_workflow_runs_as_written(database_url: str, schema: str
     monkeypatch.setenv("WORKHORSE_DATABASE_URL", database_url)
     source = workflow_block()
     namespace: dict[str, Any] = {"__name__": "readme_workflow"}
-    exec(compile(source.replace("App()", f"App(schema={schema!r})"), "README.md", "exec"), namespace)
+    exec(compile(source.replace("App()", f"App(schema={schema!r})"), "steps.md", "exec"), namespace)
     app = namespace["app"]
     charges: list[str] = []
     charge_card = namespace["charge_card"]

@@ -11,25 +11,7 @@ from typing import Any
 
 import pytest
 
-from workhorse import App, JobContext, Outcome, Retry, RetryAfter, TerminalError
-
-
-async def test_a_job_runs_once_and_stores_its_result(app: App) -> None:
-    seen: list[tuple[int, Any]] = []
-
-    @app.job(tenant="none")
-    async def double(ctx: JobContext, payload: dict[str, int]) -> dict[str, int]:
-        seen.append((ctx.attempt, payload))
-        return {"doubled": payload["n"] * 2}
-
-    ref = await double.enqueue({"n": 21})
-    stats = await app.worker(concurrency=2).run(burst=True)
-    job = await app.get_job(ref.id)
-    assert job is not None
-    assert (job.state, job.result, job.attempt) == ("done", {"doubled": 42}, 1)
-    assert job.finished_at is not None and job.started_at is not None
-    assert seen == [(1, {"n": 21})]
-    assert (stats.claimed, stats.completed) == (1, 1)
+from workhorse import App, JobContext, Outcome, Retry, RetryAfter
 
 
 async def test_sync_bodies_run_in_threads(app: App) -> None:
@@ -48,27 +30,6 @@ async def test_sync_bodies_run_in_threads(app: App) -> None:
     assert threading.main_thread().name not in threads
 
 
-async def test_failures_retry_on_the_curve_then_dead_letter(app: App) -> None:
-    attempts: list[int] = []
-
-    @app.job(tenant="none", retry=Retry(attempts=3, base=0, jitter=False))
-    async def always_fails(ctx: JobContext, payload: None) -> None:
-        attempts.append(ctx.attempt)
-        raise ValueError(f"boom {ctx.attempt}")
-
-    ref = await always_fails.enqueue(None)
-    stats = await app.worker().run(burst=True)
-    job = await app.get_job(ref.id)
-    assert job is not None
-    assert attempts == [1, 2, 3]
-    assert (job.state, job.attempt) == ("dead", 3)
-    assert job.last_error is not None
-    assert job.last_error["type"] == "ValueError"
-    assert job.last_error["message"] == "boom 3"
-    assert "raise ValueError" in job.last_error["traceback"]
-    assert (stats.retried, stats.dead) == (2, 1)
-
-
 async def test_dead_letter_false_ends_failed(app: App) -> None:
     @app.job(tenant="none", retry=Retry(attempts=2, base=0, dead_letter=False))
     async def flaky(ctx: JobContext, payload: None) -> None:
@@ -78,19 +39,6 @@ async def test_dead_letter_false_ends_failed(app: App) -> None:
     await app.worker().run(burst=True)
     job = await app.get_job(ref.id)
     assert job is not None and (job.state, job.attempt) == ("failed", 2)
-
-
-async def test_terminal_error_dead_letters_now_with_attempts_unspent(app: App) -> None:
-    @app.job(tenant="none", retry=Retry(attempts=5, base=0))
-    async def charge(ctx: JobContext, payload: None) -> None:
-        raise TerminalError("card declined")
-
-    ref = await charge.enqueue(None)
-    await app.worker().run(burst=True)
-    job = await app.get_job(ref.id)
-    assert job is not None
-    assert (job.state, job.attempt, job.max_attempts) == ("dead", 1, 5)
-    assert job.last_error == {**job.last_error, "type": "TerminalError", "message": "card declined"}  # type: ignore[dict-item]
 
 
 async def test_retry_after_waits_the_named_delay_clamped(app: App) -> None:

@@ -400,12 +400,11 @@ def test_parse_schedule_is_what_the_decorator_uses() -> None:
 
 
 async def test_the_readme_cron_example_declares_as_written() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Cron tasks", 1)[1]
+    section = (Path(__file__).parents[2] / "docs" / "guides" / "cron.md").read_text()
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None
     namespace: dict[str, Any] = {"__name__": "readme_cron"}
-    exec(compile(match.group(1).replace("App()", 'App(driver="memory")'), "README.md", "exec"), namespace)
+    exec(compile(match.group(1).replace("App()", 'App(driver="memory")'), "cron.md", "exec"), namespace)
     app = namespace["app"]
     assert sorted(app.tasks) == ["readme_cron.heartbeat", "readme_cron.morning_report", "readme_cron.sweep"]
     await namespace["by_hand"]()

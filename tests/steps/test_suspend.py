@@ -33,35 +33,6 @@ def running(app: App, **options: Any) -> tuple[Worker, asyncio.Task[Any]]:
     return worker, asyncio.create_task(worker.run())
 
 
-async def test_sleep_suspends_without_spending_an_attempt_and_resumes_after(app: App) -> None:
-    calls: list[str] = []
-
-    @app.job(name="napper", tenant="none", retry=Retry(attempts=1))
-    async def napper(ctx: JobContext, payload: None) -> dict[str, Any]:
-        first = await ctx.step.run("before", lambda: calls.append("before") or "b")
-        await ctx.step.sleep("nap", "300ms")
-        calls.append(f"after on attempt {ctx.attempt}")
-        return {"first": first}
-
-    ref = await napper.enqueue(None)
-    worker, task = running(app, concurrency=1)
-    await until(lambda: _is(app, ref.id, "suspended"))
-    job = await app.get_job(ref.id)
-    assert job is not None
-    assert (job.attempt, job.worker_id, job.last_error) == (0, None, None)  # unspent, unheld, no error
-    assert [(s["name"], s["state"]) for s in job.steps] == [("before", "done"), ("nap", "sleeping")]
-    assert job.steps[1]["wake_at"] is not None
-    assert worker._table.idle()  # the slot is free while the job sleeps
-    await until(lambda: _is(app, ref.id, "done"))
-    await worker.stop()
-    stats = await task
-    done = await app.get_job(ref.id)
-    assert done is not None and (done.result, done.attempt) == ({"first": "b"}, 1)  # one attempt of one
-    assert calls == ["before", "after on attempt 1"]  # the first step replayed, not re-run
-    assert [(s["name"], s["state"]) for s in done.steps] == [("before", "done"), ("nap", "done")]
-    assert (stats.suspended, stats.completed, stats.retried) == (1, 1, 0)
-
-
 async def _is(app: App, job_id: str, state: str) -> bool:
     return await state_of(app, job_id) == state
 
@@ -119,53 +90,8 @@ async def test_a_cancelled_sleeper_requeued_keeps_its_first_wake_time(app: App) 
     assert again is not None and (again.state, again.run_at) == ("suspended", first.run_at)
 
 
-async def test_wait_for_event_is_woken_promptly_by_a_publish_and_answers_its_payload(app: App) -> None:
-    answers: list[Any] = []
-
-    @app.job(name="waiter", tenant="none")
-    async def waiter(ctx: JobContext, payload: dict[str, str]) -> Any:
-        answer = await ctx.step.wait_for_event("shipped", "order.shipped", key=payload["order"], timeout="1h")
-        answers.append(answer)
-        return answer
-
-    ref = await waiter.enqueue({"order": "o1"})
-    other = await waiter.enqueue({"order": "o2"})
-    worker, task = running(app, poll_interval="30s")  # a poll would take 30 s: only the wake is quick
-    await until(lambda: _both(app, [ref.id, other.id], "suspended"))
-    published = await app.publish_event("order.shipped", {"tracking": "T1"}, key="o1")
-    assert published.woken == 1 and published.key == "o1"
-    began = time.monotonic()
-    await until(lambda: _is(app, ref.id, "done"))
-    assert time.monotonic() - began < 5
-    await worker.stop()
-    await task
-    job = await app.get_job(ref.id)
-    assert job is not None and (job.result, job.attempt) == ({"tracking": "T1"}, 1)
-    step = job.steps[0]
-    assert (step["name"], step["state"], step["event"], step["key"], step["result"]) == (
-        "shipped",
-        "done",
-        "order.shipped",
-        "o1",
-        {"tracking": "T1"},
-    )
-    assert await state_of(app, other.id) == "suspended"  # another key is not woken
-    assert answers == [{"tracking": "T1"}]
-
-
 async def _both(app: App, ids: list[str], state: str) -> bool:
     return all([await _is(app, i, state) for i in ids])
-
-
-async def test_an_event_published_before_the_wait_began_is_not_an_answer(app: App) -> None:
-    @app.job(name="late-waiter", tenant="none")
-    async def late_waiter(ctx: JobContext, payload: None) -> Any:
-        return await ctx.step.wait_for_event("confirm", "user.confirmed", key="7", timeout="1h")
-
-    await app.publish_event("user.confirmed", {"old": True}, key="7")
-    ref = await late_waiter.enqueue(None)
-    await app.worker().run(burst=True)
-    assert await state_of(app, ref.id) == "suspended"
 
 
 async def test_an_event_published_while_no_worker_runs_is_seen_when_one_comes_back(app: App) -> None:
@@ -210,26 +136,6 @@ async def test_a_wait_answered_by_an_already_stored_event_does_not_suspend(app: 
     job = await app.get_job(ref.id)
     assert job is not None and job.state == "done"
     assert [s["result"] for s in job.steps] == [1, 2]
-
-
-async def test_a_wait_times_out_with_none(app: App) -> None:
-    answers: list[Any] = []
-
-    @app.job(name="hopeful", tenant="none")
-    async def hopeful(ctx: JobContext, payload: None) -> str:
-        answers.append(await ctx.step.wait_for_event("reply", "never.sent", timeout="200ms"))
-        return "gave up"
-
-    ref = await hopeful.enqueue(None)
-    worker, task = running(app)
-    await until(lambda: _is(app, ref.id, "done"))
-    await worker.stop()
-    await task
-    assert answers == [None]
-    job = await app.get_job(ref.id)
-    assert job is not None and job.attempt == 1 and job.steps[0]["state"] == "done" and job.steps[0]["result"] is None
-    late = await app.publish_event("never.sent", {"too": "late"})
-    assert late.woken == 0
 
 
 async def test_a_zero_timeout_only_checks_the_store(app: App) -> None:

@@ -77,7 +77,7 @@ def test_a_cycle_is_refused_not_recursed_forever() -> None:
             encode(payload)
 
 
-@pytest.mark.parametrize("payload", [None, 0, -7, 2.5, True, 'é"\\', [], {}, [float("1e308")]])
+@pytest.mark.parametrize("payload", [None, 0, -7, 2.5, True, 'é"\\', [], {}, [1e15, 2.5e-308]])
 def test_every_json_value_encodes_like_json_dumps(payload: object) -> None:
     assert encode(payload) == json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
@@ -86,3 +86,40 @@ def test_every_json_value_encodes_like_json_dumps(payload: object) -> None:
 def test_values_that_are_not_json_are_refused(payload: object) -> None:
     with pytest.raises(PayloadError):
         encode(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "path"),
+    [
+        ({"from_api": json.loads('"\\ud800"')}, "$.from_api"),  # a lone surrogate, as json.loads yields it
+        ({"list": ["ok", "a\udfffb"]}, "$.list[1]"),
+        ({"k\ud800": 1}, "$"),  # a key: the object holding it is named
+    ],
+)
+def test_lone_surrogates_are_refused_with_the_path(payload: object, path: str) -> None:
+    with pytest.raises(PayloadError) as refused:
+        encode(payload)
+    assert refused.value.code == "PAYLOAD_INVALID"
+    assert f"at {path}:" in refused.value.cause and "lone surrogate" in refused.value.cause
+
+
+@pytest.mark.parametrize(
+    ("payload", "path"),
+    [
+        ({"n": 10**5000}, "$.n"),  # more digits than Python reads back
+        ({"big": [1.5e20]}, "$.big[0]"),  # jsonb reads it back as an int
+        ({"x": 1e300}, "$.x"),  # ... and 10**300 is not 1e300
+        ({"zero": -0.0}, "$.zero"),  # jsonb has no negative zero
+        (-1e16, "$"),
+    ],
+)
+def test_numbers_jsonb_would_change_are_refused(payload: object, path: str) -> None:
+    with pytest.raises(PayloadError) as refused:
+        encode(payload)
+    assert refused.value.code == "PAYLOAD_NUMBER_CHANGED"
+    assert f"at {path}:" in refused.value.cause
+
+
+@pytest.mark.parametrize("value", [9999999999999998.0, 1e-300, 5e-324, -0.05, 0.0, 10**4299, "1e+16 and -0.0 as text"])
+def test_numbers_jsonb_keeps_are_accepted(value: object) -> None:
+    assert json.loads(encode({"v": value})) == {"v": value}

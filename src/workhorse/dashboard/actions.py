@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Protocol
-from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from workhorse.app import App
-from workhorse.dashboard.security import DashboardRefusal, Guard
+from workhorse.dashboard.security import DashboardRefusal, Guard, text_fields
 from workhorse.drivers.base import BulkResult
 from workhorse.errors import WorkhorseError
 
@@ -97,7 +96,7 @@ class Actions:
                 code="DASHBOARD_READ_ONLY",
             )
         body = await read_form(request)
-        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        form = dict(text_fields(body, "form"))
         self.dashboard.guard.check_post(request.headers, form.get("csrf"))
         return form
 

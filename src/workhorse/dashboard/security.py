@@ -21,7 +21,7 @@ import ipaddress
 import re
 import secrets
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from workhorse.errors import ConfigurationError, WorkhorseError
 
@@ -41,6 +41,29 @@ class DashboardRefusal(WorkhorseError):
     def __init__(self, status: int, cause: str, fix: str, *, code: str) -> None:
         super().__init__(cause, fix, code=code)
         self.status = status
+
+
+def text_fields(raw: bytes, what: str) -> list[tuple[str, str]]:
+    """The fields of a query string or an action's form, read as UTF-8 only: text that is not
+    UTF-8 is refused (DASHBOARD_INPUT_INVALID), never decoded with replacement characters and acted
+    on (``queue=%FF%FE`` would name a queue ``"\ufffd\ufffd"``)."""
+    try:
+        return parse_qsl(raw.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise DashboardRefusal(
+            400,
+            f"the {what} is not UTF-8 text (a byte or a percent-escape that is no UTF-8 character)",
+            "send every field as UTF-8, percent-encoded: a browser's own forms and links do",
+            code="DASHBOARD_INPUT_INVALID",
+        ) from None
+
+
+def own_path(path: str) -> str:
+    """``path`` as a redirect target that can only be a path of this origin: the leading slashes
+    and backslashes a browser would read as another host (``//evil.example``, ``/\\evil``) folded
+    into one, and every character a browser strips or reinterprets (controls, spaces, backslashes)
+    percent-encoded."""
+    return "/" + quote(path.lstrip("/\\"), safe="/:@!$&'()*+,;=-._~")
 
 
 def is_loopback(host: str) -> bool:

@@ -25,7 +25,6 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
-from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -36,7 +35,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from workhorse.app import App
 from workhorse.dashboard.actions import Actions
 from workhorse.dashboard.charts import bars, hour_of, state_mix
-from workhorse.dashboard.security import COOKIE, TOKEN_PARAMETER, DashboardRefusal, Guard, is_loopback
+from workhorse.dashboard.security import (
+    COOKIE,
+    TOKEN_PARAMETER,
+    DashboardRefusal,
+    Guard,
+    is_loopback,
+    own_path,
+    text_fields,
+)
 from workhorse.dashboard.views import (
     OVERVIEW_STATES,
     ago,
@@ -334,6 +341,7 @@ class Gate:
         route = request.url.path[len(self.dashboard.base(request)) :]
         if not route.startswith("/static/"):
             try:
+                text_fields(scope.get("query_string", b""), "query string")
                 self.dashboard.guard.check_host(request.headers, local_url(scope, self.dashboard.base(request)))
                 verdict = self.dashboard.guard.admits(
                     request.headers, request.cookies, request.query_params.get(TOKEN_PARAMETER)
@@ -346,8 +354,8 @@ class Gate:
                 return
             if verdict == "login":  # the token leaves the address bar and the history at once
                 kept = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_PARAMETER]
-                target = URL(scope=scope).replace(query=urlencode(kept))
-                response = RedirectResponse(target.path + (f"?{target.query}" if target.query else ""), 303)
+                query = urlencode(kept)  # the path as requested, but only ever a path of this dashboard's origin
+                response = RedirectResponse(own_path(scope["path"]) + (f"?{query}" if query else ""), 303)
                 response.set_cookie(
                     COOKIE,
                     self.dashboard.guard.session,

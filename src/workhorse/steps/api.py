@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 from workhorse.drivers.base import Driver, StepAnswer, StepFence, StepRecord
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import (
     ConfigurationError,
     JobCancelledError,
@@ -195,7 +195,12 @@ class Steps:
         """Suspend the job for ``duration`` (the database's clock): the row leaves the worker, no
         attempt is spent, no slot is held; the run resumes after it, replaying earlier steps."""
         position = self._claim(name)
-        seconds = to_seconds(duration, what=f"duration of step {name!r}")
+        seconds = bounded_seconds(
+            duration,
+            what=f"duration of step {name!r}",
+            code="DELAY_TOO_LONG",
+            fix=f"await ctx.step.sleep({name!r}, '30d')   # at most 36525 days",
+        )
         return self._sleep(name, position, delay=seconds, until=None)
 
     def sleep_until(self, name: str, when: datetime) -> Coroutine[Any, Any, None]:
@@ -206,6 +211,7 @@ class Steps:
                 cause=f"step {name!r}: sleep_until expected a timezone-aware datetime, got {when!r}",
                 fix=f"await ctx.step.sleep_until({name!r}, datetime(2030, 1, 1, 9, 0, tzinfo=UTC))",
             )
+        check_not_too_late(when, what=f"sleep_until of step {name!r}", fix="sleep until a time within 100 years of now")
         return self._sleep(name, position, delay=None, until=when)
 
     def wait_for_event(
@@ -218,7 +224,12 @@ class Steps:
         position = self._claim(name)
         event = check_event_name(event)
         key = check_event_key(key)
-        seconds = to_seconds(timeout, what=f"timeout of step {name!r}")
+        seconds = bounded_seconds(
+            timeout,
+            what=f"timeout of step {name!r}",
+            code="DELAY_TOO_LONG",
+            fix=f"ctx.step.wait_for_event({name!r}, ..., timeout='30d')   # at most 36525 days",
+        )
         return self._wait(name, position, event, key, within=seconds)
 
     # -- bookkeeping --------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
 """workhorse in a Django project (PostgreSQL backend, psycopg 3).
 
-Add ``"workhorse.contrib.django"`` to ``INSTALLED_APPS`` and name your app in settings::
+Add ``"workhorse.contrib.django"`` to ``INSTALLED_APPS``; ``manage.py migrate`` then installs
+workhorse's tables (``migrations/``), and the App is configured by settings
+(``workhorse.contrib.django.settings``)::
 
-    WORKHORSE_APP = "myproject.jobs:app"
+    # myproject/jobs.py
+    from workhorse.contrib.django import DjangoApp
+    app = DjangoApp()          # DATABASES["default"], schema "workhorse", options from settings.WORKHORSE
 
-- Enqueue inside Django's transaction: ``job.enqueue_sync(payload, conn=django.db.connection)``
-  within ``transaction.atomic()``; the job exists if and only if the block commits
-  (``workhorse.connections`` unwraps the connection).
+    # settings.py
+    WORKHORSE = {"APP": "myproject.jobs:app"}   # or leave APP out: get_app() builds a DjangoApp
+
+- Enqueue inside Django's transaction: ``job.enqueue_sync(payload)`` within
+  ``transaction.atomic()`` on the App's alias joins the block by itself (``DjangoApp``); the job
+  exists if and only if the block commits. Any App takes ``conn=django.db.connection`` explicitly.
+- Django's Tasks framework on workhorse: ``workhorse.contrib.django.tasks.WorkhorseBackend``.
+- The admin (``admin.py``): jobs read-only, with requeue and cancel through ``app.admin``.
 - ``python manage.py workhorse_worker [--queues a,b] [--concurrency N] [--burst] ...`` runs the
   worker with Django set up (every option of ``workhorse worker``).
 - Django closes a request's stale connections around each request; a worker has no requests, so
@@ -19,8 +28,10 @@ Add ``"workhorse.contrib.django"`` to ``INSTALLED_APPS`` and name your app in se
 from __future__ import annotations
 
 import functools
+import threading
 from typing import TYPE_CHECKING, Any
 
+from workhorse.contrib.django.settings import app_spec_setting
 from workhorse.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -28,20 +39,44 @@ if TYPE_CHECKING:
 
 SETTING = "WORKHORSE_APP"
 _WRAPPED = "__workhorse_django_closing__"
+_lock = threading.Lock()
+_built: dict[str, App] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DjangoApp":  # imported lazily: workhorse.app is not needed to read the settings
+        from workhorse.contrib.django.app import DjangoApp
+
+        return DjangoApp
+    raise AttributeError(name)
 
 
 def app_spec() -> str:
-    """``settings.WORKHORSE_APP``: the ``module:attribute`` of the project's App."""
-    from django.conf import settings
-
-    spec = getattr(settings, SETTING, None)
-    if not isinstance(spec, str) or not spec:
+    """``settings.WORKHORSE['APP']`` (or ``settings.WORKHORSE_APP``): the project's App, as ``module:attribute``."""
+    spec = app_spec_setting()
+    if spec is None:
         raise ConfigurationError(
             code="APP_REQUIRED",
-            cause=f"settings.{SETTING} is not set, so the worker does not know which App declares your jobs",
-            fix=f"{SETTING} = 'myproject.jobs:app'   # in settings.py",
+            cause="settings.WORKHORSE['APP'] is not set, so there is no App of your own to load",
+            fix="WORKHORSE = {'APP': 'myproject.jobs:app'}   # in settings.py",
         )
     return spec
+
+
+def get_app() -> App:
+    """The project's App: ``settings.WORKHORSE['APP']`` when set, else one ``DjangoApp`` built from
+    the settings (the same object for the life of the process)."""
+    spec = app_spec_setting()
+    if spec is not None:
+        from workhorse.cli.main import load_app
+
+        return load_app(spec)  # a module attribute: the same App every call
+    with _lock:
+        if "default" not in _built:
+            from workhorse.contrib.django.app import DjangoApp
+
+            _built["default"] = DjangoApp()
+        return _built["default"]
 
 
 def close_old_connections(app: App) -> None:

@@ -1,8 +1,9 @@
 """``python manage.py workhorse_worker [options]``: ``workhorse worker`` with Django set up.
 
 Every option after the command name is ``workhorse worker``'s (``--queues``, ``--concurrency``,
-``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...); the App is ``settings.WORKHORSE_APP``.
-Plain ``def`` bodies have Django's stale connections closed around each run.
+``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...). The App is
+``workhorse.contrib.django.get_app()``: ``settings.WORKHORSE['APP']`` when set, else a ``DjangoApp``
+built from the settings. Plain ``def`` bodies have Django's stale connections closed around each run.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workhorse.contrib.django import app_spec, close_old_connections
+from workhorse.contrib.django import close_old_connections, get_app
+from workhorse.contrib.django.settings import app_spec_setting
 
 
 class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
@@ -40,10 +42,28 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
                   for arg in (f"--{name.replace('_', '-')}", str(options[name]))),
                 *(f"--{name.replace('_', '-')}" for name in ("burst", "no_scheduler") if options.get(name)),
             ]  # fmt: skip
-        spec = app_spec()
-        close_old_connections(load_app(spec))  # the CLI's load_app answers this same App object
+        spec = app_spec_setting()
+        app = load_app(spec) if spec is not None else get_app()  # load_app answers the module's one App
+        if _runs_django_tasks():
+            from workhorse.contrib.django.tasks import declare_tasks
+
+            allowed = declare_tasks()
+            if allowed is not None and not any(a == "--queues" or a.startswith("--queues=") for a in worker_args):
+                served = sorted({h.queue for h in app.jobs.values()} | set(allowed))
+                worker_args = ["--queues", ",".join(served), *worker_args]
+        close_old_connections(app)
+        state = State(standalone=True, _app=app) if spec is None else State(standalone=True)
         cli.main(
-            args=["--app", spec, "worker", *worker_args],
+            args=[*(["--app", spec] if spec is not None else []), "worker", *worker_args],
             prog_name="manage.py workhorse_worker",
-            obj=State(standalone=True),
+            obj=state,
         )
+
+
+def _runs_django_tasks() -> bool:
+    """Whether ``settings.TASKS`` names workhorse's backend (then the worker runs Django tasks too)."""
+    from django.conf import settings
+
+    configured = getattr(settings, "TASKS", None) or {}
+    backend = "workhorse.contrib.django.tasks.WorkhorseBackend"
+    return any(isinstance(c, dict) and c.get("BACKEND") == backend for c in configured.values())

@@ -1,0 +1,152 @@
+"""The Django admin of workhorse's jobs: read-only pages, with requeue and cancel as actions.
+
+The list filters by state, queue, name and tenant; a job's page shows every column, its last
+error with the traceback, the failed attempts' errors and its step timeline (read through
+``app.admin.get``). Nothing is editable. The two actions go through the operator API
+(``app.admin.requeue`` / ``app.admin.cancel``) job by job, so they are fenced and counted as the
+CLI's verbs are, and a refusal is reported with the same code (``JOB_NOT_CANCELLABLE``,
+``JOB_NOT_REQUEUEABLE``, ``JOB_KEY_HELD``, ...). They need the ``change`` permission on jobs
+(``workhorse.change_job``); viewing needs ``view``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.utils.html import format_html, format_html_join
+
+from workhorse.contrib.django import get_app
+from workhorse.contrib.django.models import Job
+from workhorse.contrib.django.portal import call
+from workhorse.contrib.django.settings import database_alias
+from workhorse.errors import WorkhorseError
+
+STEP_COLUMNS = ("position", "name", "state", "attempt", "started_at", "finished_at", "result", "error")
+
+
+def _operate(model_admin: Any, request: Any, jobs: Iterable[Job], verb: str, done: str) -> None:
+    """Apply ``app.admin.<verb>`` to each job; report how many it took and each refusal's code."""
+    app = get_app()
+    taken, refused = 0, []
+    for job in jobs:
+        job_id = str(job.id)
+        method: Callable[[str], Awaitable[Any]] = getattr(app.admin, verb)
+        try:
+            call(functools.partial(method, job_id))
+        except WorkhorseError as error:
+            refused.append(f"{job_id}: {error.code}: {error.cause}")
+        else:
+            taken += 1
+    if taken:
+        model_admin.message_user(request, f"{done} {taken} job{'s' if taken != 1 else ''}", messages.SUCCESS)
+    for line in refused:
+        model_admin.message_user(request, line, messages.ERROR)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict) and "type" in value:
+        return f"{value.get('type')}: {value.get('message')}"
+    return str(value)
+
+
+class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django ships no type hints
+    list_display = ("id", "name", "queue", "state", "tenant", "attempts", "priority", "created_at", "run_at")
+    list_filter = ("state", "queue", "name", "tenant")
+    search_fields = ("=name", "=key")
+    ordering = ("-created_at", "-id")
+    list_per_page = 50
+    show_full_result_count = False  # a count(*) over the whole table on every page: skipped
+    actions = ("requeue", "cancel")
+    exclude = ("last_error", "errors")
+    readonly_fields = (
+        "id", "name", "queue", "state", "tenant", "priority", "key", "attempt", "max_attempts", "dead_letter",
+        "claims", "worker_id", "lease_expires_at", "run_at", "created_at", "started_at", "finished_at",
+        "updated_at", "flow_key", "traceparent", "payload", "result", "progress",
+        "last_error_shown", "errors_shown", "step_timeline",
+    )  # fmt: skip
+
+    def get_queryset(self, request: Any) -> Any:
+        return super().get_queryset(request).using(database_alias())
+
+    # -- read-only -------------------------------------------------------------------------------
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False  # nothing is edited here; the actions ask has_operate_permission
+
+    def has_operate_permission(self, request: Any) -> bool:
+        return bool(request.user.has_perm("workhorse.change_job"))
+
+    # -- columns ---------------------------------------------------------------------------------
+
+    @admin.display(description="attempts")  # type: ignore[untyped-decorator]
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempt}/{job.max_attempts}"
+
+    @admin.display(description="last error")  # type: ignore[untyped-decorator]
+    def last_error_shown(self, job: Job) -> str:
+        error = job.last_error or {}
+        if not error:
+            return "-"
+        return str(
+            format_html(
+                "<strong>{}</strong>: {}<pre>{}</pre>",
+                error.get("type", ""),
+                error.get("message", ""),
+                error.get("traceback", ""),
+            )
+        )
+
+    @admin.display(description="failed attempts")  # type: ignore[untyped-decorator]
+    def errors_shown(self, job: Job) -> str:
+        rows = job.errors or []
+        if not rows:
+            return "-"
+        return str(
+            format_html(
+                "<table><tr><th>attempt</th><th>at</th><th>error</th></tr>{}</table>",
+                format_html_join(
+                    "",
+                    "<tr><td>{}</td><td>{}</td><td>{}: {}</td></tr>",
+                    ((e.get("attempt"), e.get("at"), e.get("type"), e.get("message")) for e in rows),
+                ),
+            )
+        )
+
+    @admin.display(description="step timeline")  # type: ignore[untyped-decorator]
+    def step_timeline(self, job: Job) -> str:
+        app, job_id = get_app(), str(job.id)
+        found = call(lambda: app.admin.get(job_id))
+        steps = [] if found is None else found.steps
+        if not steps:
+            return "-"
+        head = format_html_join("", "<th>{}</th>", ((c.replace("_", " "),) for c in STEP_COLUMNS))
+        body = format_html_join(
+            "",
+            "<tr>" + "<td>{}</td>" * len(STEP_COLUMNS) + "</tr>",
+            (tuple(_cell(s.get(c)) for c in STEP_COLUMNS) for s in steps),
+        )
+        return str(format_html("<table><tr>{}</tr>{}</table>", head, body))
+
+    # -- actions: the operator API ---------------------------------------------------------------
+
+    @admin.action(description="Requeue the selected jobs (a fresh run)", permissions=["operate"])  # type: ignore[untyped-decorator]
+    def requeue(self, request: Any, queryset: Any) -> None:
+        _operate(self, request, queryset, "requeue", "requeued")
+
+    @admin.action(description="Cancel the selected jobs", permissions=["operate"])  # type: ignore[untyped-decorator]
+    def cancel(self, request: Any, queryset: Any) -> None:
+        _operate(self, request, queryset, "cancel", "cancelled")
+
+
+admin.site.register(Job, JobAdmin)

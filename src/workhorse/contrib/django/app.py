@@ -1,0 +1,71 @@
+"""``DjangoApp``: an App whose database is a ``DATABASES`` alias and whose options are ``settings.WORKHORSE``.
+
+- Its connection string is built from the alias as Django connects (``settings.conninfo_for``),
+  lazily: declaring jobs at import time opens nothing.
+- A synchronous enqueue with ``conn=`` omitted, made while Django's connection of that alias is
+  inside ``transaction.atomic()``, is written on that connection: it commits or rolls back with
+  the block. Outside a block (autocommit) it is written on workhorse's own connection at once.
+  Django's connections are synchronous, so ``await job.enqueue(...)`` from async code never joins
+  a block by itself: pass ``conn=`` from the synchronous side, or call ``enqueue_sync`` there.
+- Django 4.2 and later run on psycopg 3 whenever it is installed, and workhorse installs it: the
+  block's connection is always one workhorse can write on. (Django before 4.2 is refused: only
+  psycopg2 there.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workhorse.app import App
+from workhorse.contrib.django.settings import app_options, conninfo_for, database_alias, schema_name
+from workhorse.drivers.base import JobRef, NewJob
+from workhorse.drivers.postgres import PostgresDriver
+
+
+def atomic_connection(alias: str) -> Any:
+    """Django's connection of ``alias`` when this thread is inside ``transaction.atomic()`` on it, else None."""
+    from django.db import connections
+
+    wrapper = connections[alias]
+    return wrapper if wrapper.in_atomic_block else None
+
+
+class JoiningDriver(PostgresDriver):
+    """The PostgreSQL driver of a ``DjangoApp``: a sync enqueue without ``conn=`` joins the
+    calling thread's open ``transaction.atomic()`` on the app's alias."""
+
+    def __init__(self, url: str, *, alias: str, **options: Any) -> None:
+        super().__init__(url, **options)
+        self.alias = alias
+
+    def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
+        if conn is None:
+            conn = atomic_connection(self.alias)
+        return super().enqueue_many_sync(jobs, conn=conn)
+
+
+class DjangoApp(App):
+    """An ``App`` configured by Django's settings (see ``workhorse.contrib.django.settings``).
+    ``alias`` and the keyword options override ``settings.WORKHORSE``."""
+
+    def __init__(self, alias: str | None = None, *, schema: str | None = None, **options: Any) -> None:
+        self.database_alias = alias or database_alias()
+        super().__init__(None, schema=schema or schema_name(), **{**app_options(), **options})
+
+    @property
+    def database_url(self) -> str:
+        if self._url is None:
+            self._url = conninfo_for(self.database_alias)
+        url: str = App.database_url.fget(self)  # type: ignore[attr-defined]  # the guard, as App's does
+        return url
+
+    def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> PostgresDriver:
+        return JoiningDriver(
+            self.database_url,
+            alias=self.database_alias,
+            schema=self.schema,
+            role=role,
+            max_size=max_size,
+            generic_plans=generic_plans,
+        )
