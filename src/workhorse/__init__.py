@@ -28,8 +28,8 @@ from workhorse.errors import (
     TerminalError,
     WorkhorseError,
 )
-from workhorse.flow import Concurrency, Limits, Rate
 from workhorse.jobs import JobHandle, Outcome
+from workhorse.limits.rules import Concurrency, Limits, Rate
 from workhorse.outbox import Outbox
 from workhorse.retention import PurgeReport, Retention
 from workhorse.retry import Retry

@@ -50,10 +50,10 @@ from workhorse.drivers.base import (
 from workhorse.durations import Duration, bounded_seconds, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
-from workhorse.flow import why_held
 from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.leader.report import TasksReport, tasks_report
+from workhorse.limits.rules import why_held
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.search import checked_error, checked_payload
 from workhorse.storable import flaw

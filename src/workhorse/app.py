@@ -15,9 +15,9 @@ from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
-from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
+from workhorse.limits.rules import Concurrency, Limits, rules_for
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
@@ -255,7 +255,7 @@ class App:
         concurrency: int | Concurrency | None = None,
     ) -> Any:
         """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``.
-        ``concurrency`` caps its running runs fleet-wide (``workhorse.flow``)."""
+        ``concurrency`` caps its running runs fleet-wide (``workhorse.limits``)."""
         if callable(name):  # bare @app.job: refused below for the missing tenant, with the job's name
             return self._declare(
                 name,

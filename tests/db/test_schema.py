@@ -10,10 +10,10 @@ import pytest
 
 import workhorse.leader.queries as rescue_sql
 import workhorse.leader.queries as scheduler_sql
+import workhorse.limits.queries as flow_sql
 import workhorse.steps.queries as step_sql
 from workhorse import App, JobContext, SchemaError
 from workhorse._db import migrate
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as job_sql
 from workhorse._db.queries import migrations as migration_sql
 

@@ -15,8 +15,8 @@ import workhorse.leader.queries as rescue_sql
 from workhorse import App, JobContext, Limits, Retry
 from workhorse.drivers.base import Lease, RescueRole, Settlement
 from workhorse.drivers.postgres import jobs_channel
-from workhorse.flow import rules_for
 from workhorse.leader.rescue import RESCUE_BATCH, rescue_lapsed
+from workhorse.limits.rules import rules_for
 
 LAPSE = 0.3  # seconds a test lease lasts
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg.errors
 
+import workhorse.limits.queries as flow_sql
 import workhorse.steps.queries as step_sql
 from workhorse._db.queries import admin as admin_sql
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import series as series_sql
 from workhorse._db.queries import workers as worker_sql

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import workhorse.leader.queries as rescue_sql
+import workhorse.limits.queries as flow_sql
 from workhorse._db.queries import admin as admin_sql
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals

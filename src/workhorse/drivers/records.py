@@ -188,7 +188,7 @@ class ClaimResult:
 
 @dataclass(frozen=True)
 class FlowRules:
-    """The fleet-wide caps a worker's claim enforces (``workhorse.flow`` builds them). Every count
+    """The fleet-wide caps a worker's claim enforces (``workhorse.limits`` builds them). Every count
     is of running runs whose lease has not lapsed; None (or a missing name) is no cap."""
 
     names: dict[str, int]  # job name -> running runs of that name

@@ -55,10 +55,10 @@ from workhorse.drivers.base import Claimed, Driver, Lease, RescueRole, WorkerInf
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
-from workhorse.flow import Limits, rules_for
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
 from workhorse.leader.rescue import rescue_every, rescue_interval
+from workhorse.limits.rules import Limits, rules_for
 from workhorse.logs import JobLogger
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer

@@ -1,4 +1,4 @@
-"""The claim that enforces flow control (``workhorse.flow``): fleet-wide caps by job name, by key,
+"""The claim that enforces flow control (``workhorse.limits``): fleet-wide caps by job name, by key,
 by tenant, by queue and in total, and a sliding rate window per tenant.
 
 Slots are not rows of their own. A run holds a slot of every cap it counts toward while its job
