@@ -53,11 +53,11 @@ from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, exp
 from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.leader.report import TasksReport, tasks_report
+from workhorse.leader.tasks import TaskHandle
 from workhorse.limits.rules import why_held
 from workhorse.retention import PurgeReport, Retention, purge_policy
 from workhorse.search import checked_error, checked_payload
 from workhorse.storable import flaw
-from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
     from workhorse.drivers.base import Driver

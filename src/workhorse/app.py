@@ -17,12 +17,12 @@ from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
+from workhorse.leader.tasks import TaskDecorator, TaskHandle
 from workhorse.limits.rules import Concurrency, Limits, rules_for
 from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, prepare_event
-from workhorse.tasks import TaskDecorator, TaskHandle
 
 if TYPE_CHECKING:
     from workhorse.webhooks import WebhookPolicy
@@ -334,7 +334,7 @@ class App:
         priority: int = 0,
         on_settled: Callable[[Outcome], Any] | None = None,
     ) -> TaskDecorator:
-        """Declare a cron task: a job plus its schedule (``cron=`` or ``every=``). See ``workhorse.tasks``."""
+        """Declare a cron task: a job plus its schedule (``cron=`` or ``every=``). See ``workhorse.leader.tasks``."""
         options: dict[str, Any] = {
             "cron": cron,
             "every": every,

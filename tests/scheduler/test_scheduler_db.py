@@ -18,7 +18,7 @@ from workhorse.leader.report import read_tasks
 from workhorse.leader.rounds import Declared, PlannedFire, RoundAnswer, RoundRequest, channel_for
 from workhorse.leader.scheduler import Scheduler
 from workhorse.leader.store import PostgresRoundStore
-from workhorse.tasks import Fire, TaskHandle, plan_fire
+from workhorse.leader.tasks import Fire, TaskHandle, plan_fire
 
 
 def tick_app(url: str, schema: str, **options: Any) -> tuple[App, TaskHandle[Any]]:

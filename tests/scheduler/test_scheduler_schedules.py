@@ -21,7 +21,7 @@ import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry, WorkhorseError
 from workhorse.leader.scheduler import Scheduler
-from workhorse.tasks import CronSchedule, EverySchedule, Fire, parse_schedule, plan_fire
+from workhorse.leader.tasks import CronSchedule, EverySchedule, Fire, parse_schedule, plan_fire
 
 NY = "America/New_York"
 

@@ -15,7 +15,7 @@ from workhorse.cli.run import _duration, _logging_to_stderr
 from workhorse.errors import ConfigurationError
 from workhorse.leader.report import TasksReport
 from workhorse.leader.scheduler import Scheduler
-from workhorse.tasks import iso
+from workhorse.leader.tasks import iso
 
 
 @click.command("scheduler")

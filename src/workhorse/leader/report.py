@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from workhorse.leader.rounds import ScheduleState
-from workhorse.tasks import TaskHandle, iso
+from workhorse.leader.tasks import TaskHandle, iso
 
 
 class TasksReader(Protocol):

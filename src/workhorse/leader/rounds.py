@@ -34,7 +34,7 @@ def channel_for(schema: str) -> str:
 
 
 class Occurrence(Protocol):
-    """What a round needs of a planned occurrence (``workhorse.tasks.Fire`` is one): the occurrence
+    """What a round needs of a planned occurrence (``workhorse.leader.tasks.Fire`` is one): the occurrence
     (the job's key and the new watermark), the first one owed, and the one after it."""
 
     @property

@@ -51,8 +51,8 @@ from workhorse.leader.rescue import LeaseRescue
 from workhorse.leader.rounds import Handover, RoundRequest
 from workhorse.leader.stats import SchedulerStats
 from workhorse.leader.store import HandoverSource, RoundStore, StoreSource, open_store
+from workhorse.leader.tasks import TaskHandle
 from workhorse.retention import Retention
-from workhorse.tasks import TaskHandle
 
 log = logging.getLogger("workhorse.scheduler")
 
