@@ -48,8 +48,8 @@ import psycopg
 
 from workhorse import App, JobContext, Retention
 from workhorse._db.queries import retention as retention_sql
-from workhorse.drivers.records import Settlement
 from workhorse.leader.scheduler import Scheduler
+from workhorse.types import Settlement
 
 QUEUE = "bench"
 NAME = "bench.noop"

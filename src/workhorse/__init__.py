@@ -7,7 +7,7 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, JobRef, Page, PublishedEvent
+from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -34,6 +34,7 @@ from workhorse.outbox import Outbox
 from workhorse.retention import PurgeReport, Retention
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
+from workhorse.types import Job, JobRef, Page, PublishedEvent
 from workhorse.worker import Worker, WorkerStats
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver, check_schema_name
 from workhorse.durations import Duration
@@ -23,6 +23,7 @@ from workhorse.payload import DEFAULT_MAX_BYTES
 from workhorse.retention import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, prepare_event
+from workhorse.types import FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
 
 if TYPE_CHECKING:
     from workhorse.webhooks import WebhookPolicy

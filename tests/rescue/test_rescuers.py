@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from workhorse import App, JobContext, Outcome, Retry
-from workhorse.drivers.base import JobRef, Rescued
 from workhorse.hooks import LifecycleEvent
 from workhorse.leader.rescue import rescue_every, rescue_interval
 from workhorse.leader.scheduler import Scheduler
+from workhorse.types import JobRef, Rescued
 
 LAPSE = 0.3
 

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workhorse import App, JobContext
-from workhorse.drivers.base import Rescued
 from workhorse.leader.rounds import RoundAnswer, RoundRequest, TaskState
 from workhorse.leader.scheduler import Scheduler
+from workhorse.types import Rescued
 
 BUDGET_PER_MINUTE = 6
 START = datetime(2026, 5, 17, 10, 0, 7, tzinfo=UTC)

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from workhorse import ConfigurationError
-from workhorse.drivers.base import (
+from workhorse.drivers.memory import MemoryDriver, _error_entry, _json_time
+from workhorse.ids import new_job_id
+from workhorse.types import (
     ERRORS_KEPT,
     BulkFilter,
     CounterSum,
@@ -20,8 +22,6 @@ from workhorse.drivers.base import (
     StepFence,
     WorkerInfo,
 )
-from workhorse.drivers.memory import MemoryDriver, _error_entry, _json_time
-from workhorse.ids import new_job_id
 
 T0 = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from workhorse.drivers.memory_core import MemoryCore, _load, _Row
-from workhorse.drivers.records import Buried, Claimed, ClaimResult, FlowRules
+from workhorse.types import Buried, Claimed, ClaimResult, FlowRules
 
 
 def key_busy_error(row: _Row) -> str:

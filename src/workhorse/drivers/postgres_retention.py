@@ -6,8 +6,8 @@ no lock is held longer than one batch takes and claims and settles go on beside 
 from __future__ import annotations
 
 from workhorse._db.queries import retention as sql
-from workhorse.drivers.base import Purged, PurgePolicy
 from workhorse.drivers.postgres_core import PostgresCore
+from workhorse.types import Purged, PurgePolicy
 
 
 class PostgresRetention(PostgresCore):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workhorse.drivers.records import Job, Page
+from workhorse.types import Job, Page
 
 SEARCH_SCAN = 10_000  # rows a search page examines at most
 

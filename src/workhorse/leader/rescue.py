@@ -42,11 +42,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
-from workhorse.drivers.base import Buried, Rescued
 from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.leader.store import RoundStore
+from workhorse.types import Buried, Rescued
 
 log = logging.getLogger("workhorse.rescue")
 scheduler_log = logging.getLogger("workhorse.scheduler")  # the leader's duty logs as its scheduler

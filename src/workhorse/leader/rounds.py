@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from workhorse.drivers.records import NewJob
+from workhorse.types import NewJob
 
 ROLE = "scheduler"  # the leaders row the scheduler role competes for
 LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection (PostgreSQL)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, runtime_checkable
 
-from workhorse.drivers.base import Driver, Rescued, RescueRole
+from workhorse.drivers.base import Driver, RescueRole
 from workhorse.leader.rounds import Handover, RoundAnswer, RoundRequest
+from workhorse.types import Rescued
 
 
 class StoreSource(Protocol):

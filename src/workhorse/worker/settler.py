@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from workhorse.drivers.base import Buried, Settlement
 from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.ids import short_id
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.leader.rescue import announce_buried, on_settled
+from workhorse.types import Buried, Settlement
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
 from workhorse.worker.records import Control, Held, WorkerStats

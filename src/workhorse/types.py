@@ -1,7 +1,7 @@
-"""The records the ``Driver`` contract (``drivers/base.py``) speaks: what each call is given and
-answers, the job states, and the bounds both drivers keep (``MAX_BULK``, ``ERRORS_KEPT``).
-
-Every name here is also importable from ``workhorse.drivers.base``.
+"""The records workhorse speaks, in one module: what users read (``Job``, ``JobRef``, ``Page``,
+``PublishedEvent``, the job states), and what the storage interface (``drivers/base.py``) is given
+and answers, with the bounds the storage keeps (``MAX_BULK``, ``ERRORS_KEPT``). Plain data: this
+module imports nothing of workhorse, so every part of it may import this.
 """
 
 from __future__ import annotations
