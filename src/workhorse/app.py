@@ -12,7 +12,8 @@ from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
 from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
-from workhorse.drivers.postgres import PostgresDriver, check_schema_name
+from workhorse.drivers.postgres import PostgresDriver
+from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 from workhorse.hooks import Hooks

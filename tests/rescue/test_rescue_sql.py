@@ -14,7 +14,7 @@ import pytest
 import workhorse.leader.queries as rescue_sql
 from workhorse import App, JobContext, Limits, Retry
 from workhorse.drivers.base import RescueRole
-from workhorse.drivers.postgres import jobs_channel
+from workhorse.drivers.postgres_core import jobs_channel
 from workhorse.leader.rescue import RESCUE_BATCH, rescue_lapsed
 from workhorse.limits.rules import rules_for
 from workhorse.types import Lease, Settlement
