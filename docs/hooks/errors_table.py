@@ -24,6 +24,16 @@ CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.M)
 
 # When each code is raised, in a line. Grouped by the first code of a family where one note fits.
 NOTES: dict[str, str] = {
+    'DASHBOARD_INPUT_INVALID': 'a dashboard query string or form that is not UTF-8 text',
+    'DATABASE_ALIAS_UNKNOWN': 'Django settings name a database alias that `DATABASES` does not have',
+    'DELAY_TOO_LONG': "a `delay=`, a backoff or a step's sleep that would land past the furthest time workhorse stores",
+    'PAUSE_REASON_INVALID': 'a pause reason PostgreSQL cannot store as text (a NUL, a lone surrogate)',
+    'PAYLOAD_NUMBER_CHANGED': 'a number PostgreSQL would store but not give back unchanged (a huge int, a float past 1e16): send it as a string',
+    'RUN_AT_TOO_LATE': 'a `run_at=` past the furthest time workhorse stores',
+    'SCHEMA_FORWARD_ONLY': 'a Django migration tried to reverse a workhorse migration: the schema only moves forward',
+    'SCHEMA_VERSION_UNKNOWN': 'a Django migration asks for a workhorse migration this version does not ship',
+    'STATS_WINDOW_TOO_LONG': '`stats --since` longer than the longest window (36525d)',
+    'TASK_EVERY_TOO_LONG': "a task's `every=` period too long to schedule",
     'APP_IMPORT_FAILED': 'importing the module `--app` names raised (the error is in the cause)',
     'APP_INVALID': '`--app` is not `MODULE:ATTRIBUTE`, or names something that is not a `workhorse.App`',
     'APP_NOT_FOUND': '`--app` names a module that is not on the path, or an attribute it lacks',

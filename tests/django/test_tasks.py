@@ -122,3 +122,34 @@ def test_get_result_of_no_such_task_result(site: dict[str, str]) -> None:
     for missing in ("not-a-uuid", "0190f1c2-0000-7000-8000-000000000000"):
         with pytest.raises(exceptions.TaskResultDoesNotExist):
             add.get_result(missing)
+
+
+def test_each_thread_has_its_backend_and_they_share_the_job(clean: dict[str, str]) -> None:
+    import threading
+
+    from shop.tasks import add
+
+    first = add.enqueue(1, 1)  # this thread's backend declares the job
+    found: list[Any] = []
+    other = threading.Thread(target=lambda: found.append(add.enqueue(2, 2)))  # Django: a backend per thread
+    other.start()
+    other.join()
+    assert len(found) == 1 and found[0].id != first.id
+    assert rows(clean, "name") == [("shop.tasks.add",), ("shop.tasks.add",)]
+
+
+def test_an_app_of_your_own_enqueues_at_once_and_answers_results(clean: dict[str, str]) -> None:
+    from django.db import transaction
+    from django.test import override_settings
+    from shop import plainapp
+    from shop.tasks import shout
+
+    with override_settings(WORKHORSE={"SCHEMA": clean["WHDJ_SCHEMA"], "APP": "shop.plainapp:app"}):
+        try:
+            with transaction.atomic():
+                result = shout.enqueue("own")  # a plain App writes on its own connection: not joined
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        assert shout.get_result(result.id).status == "READY"  # read through app.get_job
+    assert "shop.tasks.shout" in plainapp.app.jobs

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import gc
 import inspect
 import os
 import sys
@@ -21,7 +22,7 @@ from workhorse import App
 
 # A fragment is a promise that a block cannot run alone. Keep them rare: raise this only with a
 # reason, and prefer making the example whole.
-FRAGMENT_CEILING = 3  # today: a Celery task, Django settings and a Django view
+FRAGMENT_CEILING = 5  # today: a Celery task; Django's settings (2), a jobs module and a view
 
 RUNNABLE = [p for p in pages() if any(not (b.fragment or b.tested_by) for b in python_blocks(p))]
 
@@ -84,4 +85,5 @@ def test_the_page_runs(
         loop.close()
         os.environ.clear()
         os.environ.update(environ)
+        gc.collect()  # a socket or file a page left open warns here, in its own test, not a later one
     assert os.environ["WORKHORSE_DATABASE_URL"] == url

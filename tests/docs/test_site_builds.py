@@ -26,3 +26,5 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert "001_jobs" in schema
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "--visibility-timeout" in cli
+    architecture = (site / "how-it-works" / "architecture" / "index.html").read_text()
+    assert "<!-- module-map -->" not in architecture and "workhorse.app" in architecture

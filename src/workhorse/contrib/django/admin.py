@@ -1,6 +1,9 @@
 """The Django admin of workhorse's jobs: read-only pages, with requeue and cancel as actions.
 
-The list filters by state, queue, name and tenant; a job's page shows every column, its last
+The list filters by state, queue, name and tenant without reading the whole table: a filter
+offers the values of the latest RECENT jobs (and the App's declared names and queues), and any
+value works from the address (``?tenant=org-7``); the pager counts at most COUNT_CAP rows.
+A job's page shows every column, its last
 error with the traceback, the failed attempts' errors and its step timeline (read through
 ``app.admin.get``). Nothing is editable. The two actions go through the operator API
 (``app.admin.requeue`` / ``app.admin.cancel``) job by job, so they are fenced and counted as the
@@ -16,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.paginator import Paginator
 from django.utils.html import format_html, format_html_join
 
 from workhorse.contrib.django import get_app
@@ -25,6 +29,56 @@ from workhorse.contrib.django.settings import database_alias
 from workhorse.errors import WorkhorseError
 
 STEP_COLUMNS = ("position", "name", "state", "attempt", "started_at", "finished_at", "result", "error")
+RECENT = 1_000  # the latest jobs whose names, queues and tenants the filters offer
+COUNT_CAP = 10_000  # rows the pager counts at most: a count of the whole table costs a scan of it
+
+
+class _RecentValues(admin.SimpleListFilter):  # type: ignore[misc]  # Django ships no type hints
+    """A filter on one column whose choices come from the latest RECENT jobs (an index scan of the
+    newest rows), not a DISTINCT over the table; any value given in the address applies."""
+
+    column = ""
+
+    def declared(self) -> set[str]:
+        return set()
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        newest = model_admin.get_queryset(request).order_by("-id")[:RECENT]  # UUIDv7: the primary key
+        found = {v for v in newest.values_list(self.column, flat=True) if v is not None} | self.declared()
+        if self.value():
+            found.add(self.value())
+        return [(v, v) for v in sorted(found)]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        value = self.value()
+        return queryset if value is None else queryset.filter(**{self.column: value})
+
+
+class NameFilter(_RecentValues):
+    title = parameter_name = column = "name"
+
+    def declared(self) -> set[str]:
+        return set(get_app().jobs)
+
+
+class QueueFilter(_RecentValues):
+    title = parameter_name = column = "queue"
+
+    def declared(self) -> set[str]:
+        return {handle.queue for handle in get_app().jobs.values()}
+
+
+class TenantFilter(_RecentValues):
+    title = parameter_name = column = "tenant"
+
+
+class CappedPaginator(Paginator):  # type: ignore[misc]  # Django ships no type hints
+    """Counts at most COUNT_CAP + 1 rows (``select count(*) from (... limit N)``): the pages past
+    that are reached with the filters, not by paging through millions."""
+
+    @functools.cached_property
+    def count(self) -> int:
+        return int(self.object_list.order_by()[: COUNT_CAP + 1].count())
 
 
 def _operate(model_admin: Any, request: Any, jobs: Iterable[Job], verb: str, done: str) -> None:
@@ -56,9 +110,10 @@ def _cell(value: Any) -> str:
 
 class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django ships no type hints
     list_display = ("id", "name", "queue", "state", "tenant", "attempts", "priority", "created_at", "run_at")
-    list_filter = ("state", "queue", "name", "tenant")
+    list_filter = ("state", QueueFilter, NameFilter, TenantFilter)
+    paginator = CappedPaginator
     search_fields = ("=name", "=key")
-    ordering = ("-created_at", "-id")
+    ordering = ("-id",)
     list_per_page = 50
     show_full_result_count = False  # a count(*) over the whole table on every page: skipped
     actions = ("requeue", "cancel")

@@ -45,7 +45,7 @@ class Job(models.Model):  # type: ignore[misc]  # Django ships no type hints
     class Meta:
         managed = False
         db_table = f'"{schema_name()}"."jobs"'  # quoted whole: Django passes it through as schema.table
-        ordering = ("-created_at", "-id")
+        ordering = ("-id",)  # ids are UUIDv7: newest first, on the primary key
         verbose_name = "job"
         default_permissions = ("view", "change")  # change: may requeue and cancel (never edit)
 

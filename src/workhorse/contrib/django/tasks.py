@@ -43,6 +43,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import threading
 import traceback
 import uuid
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from types import ModuleType
 from typing import Any
 
 from workhorse._db.queries import django as sql
+from workhorse.app import App
 from workhorse.contrib.django import get_app
 from workhorse.contrib.django.app import DjangoApp
 from workhorse.durations import Duration
@@ -76,6 +78,11 @@ _signals: ModuleType = importlib.import_module(f"{PACKAGE}.signals")
 Status = _base.TaskResultStatus
 _BaseBackend: Any = _backends.BaseTaskBackend
 OPTIONS_ATTRIBUTE = "__workhorse_task_options__"
+TASK_MARK = "__workhorse_django_task__"  # on a task's job body: the module path of the task it runs
+# Every task defined for a WorkhorseBackend in this process, by (backend alias, module path).
+# Process-wide: Django makes a backend per thread, and a task module is imported in one of them.
+_defined: dict[tuple[str, str], Any] = {}
+_lock = threading.Lock()
 BACKEND_OPTIONS = ("RETRY", "TENANT", "TIMEOUT")
 STATUS = {
     "ready": "READY",
@@ -123,27 +130,37 @@ class WorkhorseBackend(_BaseBackend):  # type: ignore[misc]  # Django ships no t
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.defaults = _backend_options(alias, self.options)
-        self.tasks: dict[str, Any] = {}  # every task defined for this backend, by module path
-        self._handles: dict[tuple[int, str], JobHandle[Any]] = {}
 
     # -- declaring ---------------------------------------------------------------------------
 
+    @property
+    def tasks(self) -> dict[str, Any]:
+        """Every task defined for this backend's alias in this process, by module path."""
+        with _lock:
+            return {path: task for (alias, path), task in _defined.items() if alias == self.alias}
+
     def validate_task(self, task: Any) -> None:
         super().validate_task(task)
-        self.tasks.setdefault(task.module_path, task)
+        with _lock:
+            _defined.setdefault((self.alias, task.module_path), task)
 
     def declare_all(self) -> list[str]:
         """Declare every task defined so far on the App (the worker calls it); answers their names."""
-        return [self.handle_for(task).name for task in list(self.tasks.values())]
+        return [self.handle_for(task).name for task in self.tasks.values()]
 
     def handle_for(self, task: Any) -> JobHandle[Any]:
-        """The workhorse job of ``task`` on the project's App, declared on first use."""
+        """The workhorse job of ``task`` on the project's App, declared on first use (by whichever
+        thread's backend comes first: the others find it on the App)."""
         app = get_app()
         path = task.module_path
-        handle = self._handles.get((id(app), path))
-        if handle is not None:
-            return handle
-        self.tasks.setdefault(path, task)
+        with _lock:
+            _defined.setdefault((self.alias, path), task)
+            handle = app.jobs.get(path)
+            if handle is not None and getattr(handle.fn, TASK_MARK, None) == path:
+                return handle
+            return self._declare(app, task, path)
+
+    def _declare(self, app: App, task: Any, path: str) -> JobHandle[Any]:
         options = {**self.defaults, **getattr(task.func, OPTIONS_ATTRIBUTE, {})}
         tenant = options.get("tenant", "none")
         body = _async_body(self, path) if inspect.iscoroutinefunction(task.func) else _body(self, path)
@@ -156,7 +173,7 @@ class WorkhorseBackend(_BaseBackend):  # type: ignore[misc]  # Django ships no t
             priority=task.priority,
             concurrency=options.get("concurrency"),
         )(body)
-        self._handles[(id(app), path)] = handle
+        setattr(handle.fn, TASK_MARK, path)
         return handle
 
     # -- enqueueing --------------------------------------------------------------------------
@@ -195,7 +212,8 @@ class WorkhorseBackend(_BaseBackend):  # type: ignore[misc]  # Django ships no t
         return result
 
     def _task_named(self, path: str, result_id: str) -> Any:
-        found = self.tasks.get(path)
+        with _lock:
+            found = _defined.get((self.alias, path))
         if found is not None:
             return found
         from django.utils.module_loading import import_string
@@ -227,7 +245,8 @@ class WorkhorseBackend(_BaseBackend):  # type: ignore[misc]  # Django ships no t
     # -- running (in the worker) -------------------------------------------------------------
 
     def start(self, ctx: Any, path: str, payload: Any) -> tuple[Any, Any, list[Any], dict[str, Any]]:
-        task = self.tasks[path]
+        with _lock:
+            task = _defined[(self.alias, path)]
         result = self._result(task, ctx.id, Status.RUNNING, payload)
         object.__setattr__(result, "worker_ids", [ctx.worker_id] * ctx.attempt)
         _signals.task_started.send(type(self), task_result=result)

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):  # type: ignore[misc]  # Django ships no 
             options={
                 "managed": False,
                 "db_table": f'"{schema_name()}"."jobs"',  # as models.Job says: the schema of the settings
-                "ordering": ("-created_at", "-id"),
+                "ordering": ("-id",),
                 "verbose_name": "job",
                 "default_permissions": ("view", "change"),
             },
