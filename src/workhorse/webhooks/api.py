@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from workhorse._db.queries import webhooks as sql
+import workhorse.webhooks.queries as sql
 from workhorse.durations import Duration, to_seconds
 from workhorse.payload import encode
 from workhorse.types import JobRef
