@@ -31,7 +31,7 @@ from workhorse.errors import (
 from workhorse.jobs import JobHandle, Outcome
 from workhorse.limits.rules import Concurrency, Limits, Rate
 from workhorse.outbox import Outbox
-from workhorse.retention import PurgeReport, Retention
+from workhorse.retention.policy import PurgeReport, Retention
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
 from workhorse.types import Job, JobRef, Page, PublishedEvent

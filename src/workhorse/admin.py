@@ -39,7 +39,7 @@ from workhorse.jobs import JobHandle
 from workhorse.leader.report import TasksReport, tasks_report
 from workhorse.leader.tasks import TaskHandle
 from workhorse.limits.rules import why_held
-from workhorse.retention import PurgeReport, Retention, purge_policy
+from workhorse.retention.policy import PurgeReport, Retention, purge_policy
 from workhorse.search import checked_error, checked_payload
 from workhorse.storable import flaw
 from workhorse.types import (

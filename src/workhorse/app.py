@@ -21,7 +21,7 @@ from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
 from workhorse.leader.tasks import TaskDecorator, TaskHandle
 from workhorse.limits.rules import Concurrency, Limits, rules_for
 from workhorse.payload import DEFAULT_MAX_BYTES
-from workhorse.retention import DEFAULT_RETENTION, Retention
+from workhorse.retention.policy import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, prepare_event
 from workhorse.types import FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo

@@ -14,10 +14,10 @@ in that feature's folder:
     postgres_enqueue   PostgresEnqueue: the single enqueue on the wire, keyed batches, COPY streams, conn=
     postgres_work      PostgresWork: claim, heartbeat, the registry row, settle, progress; the wake-ups
     postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
-    postgres_retention PostgresRetention: the purge, one small batch per statement
     steps/postgres     PostgresSteps: durable steps and stored events
     leader/postgres    PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
     outbox/postgres    PostgresOutbox: the relay's insert of staged rows under their own ids
+    retention/postgres PostgresRetention: the purge, one small batch per statement
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from __future__ import annotations
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.drivers.postgres_enqueue import PostgresEnqueue
 from workhorse.drivers.postgres_operate import PostgresOperate
-from workhorse.drivers.postgres_retention import PostgresRetention
 from workhorse.drivers.postgres_work import PostgresWork
 from workhorse.leader.postgres import PostgresLeadership
 from workhorse.outbox.postgres import PostgresOutbox
+from workhorse.retention.postgres import PostgresRetention
 from workhorse.steps.postgres import PostgresSteps
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from workhorse.errors import WorkhorseError
 from workhorse.leader.store import RoundStore
-from workhorse.retention import PurgeReport, Retention
+from workhorse.retention.policy import PurgeReport, Retention
 
 log = logging.getLogger("workhorse.scheduler")
 

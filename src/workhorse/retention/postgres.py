@@ -1,11 +1,11 @@
 """The PostgreSQL driver's retention role (``PostgresRetention``): the purge, a small batch per
-statement (``_db/queries/retention.py``), each its own transaction on a pooled connection, so
+statement (``retention/queries.py``), each its own transaction on a pooled connection, so
 no lock is held longer than one batch takes and claims and settles go on beside it.
 """
 
 from __future__ import annotations
 
-from workhorse._db.queries import retention as sql
+import workhorse.retention.queries as sql
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.types import Purged, PurgePolicy
 
