@@ -7,7 +7,6 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -42,7 +41,6 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "DatabaseError",
-    "Driver",
     "Job",
     "JobCancelledError",
     "JobContext",

@@ -55,15 +55,15 @@ class App:
     ``driver=`` may also be a driver instance. A ``PostgresDriver`` serves this app's own calls
     (enqueue, admin) with its pool and settings, and the app takes its URL and schema; a worker
     still opens its own claim, settle, heartbeat and LISTEN connections from that URL. The caller
-    built it, so the caller closes it: ``app.close()`` leaves it open. Any other ``Driver``
-    (a ``MemoryDriver``, one of your own) is in-process: every role shares it and nothing listens.
+    built it, so the caller closes it: ``app.close()`` leaves it open. A ``MemoryDriver`` (the test
+    double, say with a clock of your own) is in-process: every role shares it and nothing listens.
     """
 
     def __init__(
         self,
         database_url: str | None = None,
         *,
-        driver: str | Driver | None = None,
+        driver: str | PostgresDriver | MemoryDriver | None = None,
         schema: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
         limits: Limits | None = None,
@@ -103,14 +103,14 @@ class App:
             )
         self.max_payload_bytes = max_payload_bytes
         self._url = database_url
-        self._memory: Driver | None = None
+        self._memory: MemoryDriver | None = None
         if driver == "memory":
             self._memory = MemoryDriver()
-        elif isinstance(driver, Driver) and self._given is None:
+        elif isinstance(driver, MemoryDriver):
             self._memory = driver
         elif self._given is None and driver not in (None, "postgres"):
             raise ConfigurationError(
-                cause=f"driver expected 'postgres', 'memory' or a Driver instance, got {driver!r}",
+                cause=f"driver expected 'postgres', 'memory', a PostgresDriver or a MemoryDriver, got {driver!r}",
                 fix="App(driver='memory') for unit tests; omit it for PostgreSQL",
             )
         self.jobs: dict[str, JobHandle[Any]] = {}

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from workhorse.errors import ConfigurationError, JobCancelledError
+from workhorse.storable import storable
 
 if TYPE_CHECKING:
     from workhorse.steps import Steps
@@ -48,7 +49,7 @@ def progress_report(value: Any, message: Any, *, job: str) -> dict[str, Any]:
         "fraction": round(fraction, 6),
         "done": done,
         "total": total,
-        "message": None if message is None else message[:MAX_PROGRESS_MESSAGE],
+        "message": None if message is None else storable(message[:MAX_PROGRESS_MESSAGE]),
         "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),  # clock-ok: display only
     }
 

@@ -61,9 +61,14 @@ class PayloadError(WorkhorseError):
 
 
 class DatabaseError(WorkhorseError):
-    """PostgreSQL refused a statement or could not be reached. Wraps the psycopg error."""
+    """PostgreSQL refused a statement or could not be reached. Wraps the psycopg error.
+
+    ``refused_data`` is True when what was refused is the data itself (a data exception, SQLSTATE
+    class 22, or a broken constraint, class 23; psycopg's own refusal to send a NUL): the same
+    statement fails the same way on every try, so trying it again cannot help."""
 
     code = "DATABASE_ERROR"
+    refused_data: bool = False
 
 
 class SchemaError(WorkhorseError):

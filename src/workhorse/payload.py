@@ -39,6 +39,7 @@ _INT_LIMIT = 10**MAX_INT_DIGITS
 # In encoded text, what may be a number jsonb changes: an exponent (1e+16) or a negative zero. A
 # string holding the same characters only sends the payload down the slow path, which looks closer.
 _MAY_CHANGE = re.compile(r"e\+|-0\.0(?![0-9])")
+_LONG_DIGITS = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1}}}")  # an int the encoder wrote where the limit was raised
 
 
 def _child(path: str, key: str | int) -> str:
@@ -201,7 +202,13 @@ def encode(payload: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "pay
         text = None
     size = None if text is None else _utf8_size(text)
     # not plain JSON, a NUL somewhere (escaped by the encoder), a lone surrogate, or a number jsonb may change
-    if text is None or size is None or "\\u0000" in text or _MAY_CHANGE.search(text):
+    if (
+        text is None
+        or size is None
+        or "\\u0000" in text
+        or _MAY_CHANGE.search(text)
+        or (size > MAX_INT_DIGITS and _LONG_DIGITS.search(text))
+    ):
         _check(payload, "$", 0)  # raises with the path of the offending value
         text = _ENCODER.encode(payload)
         size = len(text.encode("utf-8"))

@@ -1,9 +1,9 @@
 """What PostgreSQL can store as text: UTF-8 without a NUL character.
 
-Two kinds of Python ``str`` cannot be written to a ``text`` or ``jsonb`` column: one holding a NUL
-(``\\x00``; PostgreSQL text has none) and one holding a lone surrogate (``\\ud800`` as
-``json.loads('"\\\\ud800"')`` yields it; UTF-8 has no encoding for it). ``flaw`` names the first
-such character, so a refusal can say which and where instead of failing later in the driver.
+A NUL (``\\x00``) or a lone surrogate (``\\ud800``, as ``json.loads`` can yield) cannot be written
+to ``text`` or ``jsonb``. ``flaw`` names the first such character, for the refusals of user input;
+``storable`` escapes them visibly, for the text a worker writes that it did not choose (an
+exception's message, a traceback, a progress message), so a settle never fails on it.
 """
 
 from __future__ import annotations
@@ -19,3 +19,18 @@ def flaw(text: str) -> str | None:
     except UnicodeEncodeError as error:
         return f"a lone surrogate ({text[error.start]!r}) at index {error.start} (it has no UTF-8 form)"
     return None
+
+
+NUL_MARK = "\\x00"
+
+
+def storable(text: str) -> str:
+    """``text`` with every NUL and every lone surrogate written as its escape (``\\x00``, ``\\udXXX``)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: its escape, as repr() would write it
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if "\x00" in text:
+        text = text.replace("\x00", NUL_MARK)
+    return text

@@ -19,6 +19,12 @@
   ones that would reach a database: the plugin's ``app`` fixture runs each test inside it, so a
   job handle of your real App is refused instead of writing to your database.
 
+The memory driver is a test double (``workhorse.drivers.memory``): enqueue, runs with their
+retries and dead letters, steps and events, and the reads. A job declared with ``concurrency=``
+(or an App with ``limits=``) runs there uncapped: the caps are not enforced. Flow control's counts,
+stats, bulk verbs, pauses, cron leadership, retention, search, the outbox, webhooks and backfills
+are refused there with ``POSTGRES_ONLY``: test those on PostgreSQL (the plugin's ``pg_app``).
+
 The pytest plugin (``workhorse.pytest_plugin``, entry point ``workhorse``) builds fixtures on these.
 """
 

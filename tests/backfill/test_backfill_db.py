@@ -207,7 +207,7 @@ async def test_the_memory_driver_refuses_backfills() -> None:
     for call in (bf.start(app, "noop"), bf.dry_run(app, "noop"), bf.status(app)):
         with pytest.raises(BackfillError) as info:
             await call
-        assert "memory driver" in _error(info, "BACKFILL_POSTGRES_ONLY").cause
+        assert "memory driver" in _error(info, "POSTGRES_ONLY").cause
 
 
 def test_every_ledger_statement_prepares(bfapp: ModuleType, database_url: str, schema: str) -> None:

@@ -12,8 +12,9 @@ import psycopg
 import pytest
 
 import workhorse.outbox.queries as sql
-from workhorse import App, ConfigurationError, DatabaseError, MemoryDriver, Outbox, PayloadError, SchemaError
+from workhorse import App, ConfigurationError, DatabaseError, Outbox, PayloadError, SchemaError
 from workhorse.ids import new_job_id
+from workhorse.outbox.postgres import PostgresOutbox
 from workhorse.outbox.relay import Relay
 from workhorse.outbox.source import _job
 from workhorse.types import NewJob
@@ -294,29 +295,30 @@ async def test_enqueue_staged_answers_each_outcome_on_both_drivers(app: App) -> 
     assert ids == {holder.id, fresh.id}
 
 
-async def test_a_batch_the_queue_refuses_is_handed_back_and_moved_later(dedicated_database: str) -> None:
-    """The queue down for two batches (a memory driver that refuses twice; the source is real):
-    the rows are released at once, not left to their lease, and then moved exactly once."""
+async def test_a_batch_the_queue_refuses_is_handed_back_and_moved_later(
+    pg_app: App, dedicated_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue down for two batches (its enqueue refuses twice; the source is real): the rows are
+    released at once, not left to their lease, and then moved exactly once."""
+    refusals = [2]
+    real = PostgresOutbox.enqueue_staged
 
-    class Flaky(MemoryDriver):
-        refusals = 2
+    async def flaky(self: PostgresOutbox, jobs: Any) -> list[str]:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="the queue is down", fix="wait")
+        return await real(self, jobs)
 
-        async def enqueue_staged(self, jobs: Any) -> list[str]:
-            if self.refusals:
-                self.refusals -= 1
-                raise DatabaseError(code="DATABASE_UNAVAILABLE", cause="the queue is down", fix="wait")
-            return await super().enqueue_staged(jobs)
-
-    app = App(driver=Flaky())
-    welcome = declare(app)
-    outbox = await migrated(app, dedicated_database)
+    monkeypatch.setattr(PostgresOutbox, "enqueue_staged", flaky)
+    welcome = declare(pg_app)
+    outbox = await migrated(pg_app, dedicated_database)
     async with await psycopg.AsyncConnection.connect(dedicated_database) as conn:
         refs = await outbox.stage_many(conn, welcome, [{"org": "o1"}, {"org": "o2"}])
-    relay = await relay_once(app, dedicated_database, lease="1h")  # a lease that never lapses in the test
+    relay = await relay_once(pg_app, dedicated_database, lease="1h")  # a lease that never lapses in the test
     stats = relay.stats.to_dict()
     assert (stats["failures"], stats["enqueued"]) == (2, 2)
-    assert sorted(j.id for j in await jobs(app)) == sorted(r.id for r in refs)
-    assert [r[3] for r in rows(dedicated_database, app.schema)] == [3, 3]  # claimed three times, moved once
+    assert sorted(j.id for j in await jobs(pg_app)) == sorted(r.id for r in refs)
+    assert [r[3] for r in rows(dedicated_database, pg_app.schema)] == [3, 3]  # claimed three times, moved once
 
 
 def claim_as_a_dead_relay(outbox: Outbox, source: str, lease: float) -> list[NewJob]:
@@ -377,19 +379,16 @@ async def test_two_relays_moving_one_row_at_once_answer_enqueued_and_present(
     assert [j.id for j in await jobs(pg_app)] == [moved[0].id]
 
 
-async def test_the_tombstone_purge_removes_only_old_ones_on_both_drivers(app: App) -> None:
+async def test_the_tombstone_purge_removes_only_old_ones(app: App) -> None:
     welcome = declare(app)
     driver: Any = app.driver
     old, young = welcome.build({"org": "o1"}), welcome.build({"org": "o2"})
     assert await driver.enqueue_staged([old, young]) == ["enqueued", "enqueued"]
-    if isinstance(driver, MemoryDriver):
-        driver._received[old.id] -= timedelta(days=8)
-    else:
-        with psycopg.connect(app.database_url, autocommit=True) as conn:
-            conn.execute(
-                f"update {app.schema}.outbox_received set received_at = now() - interval '8 days' where id = %s",  # type: ignore[arg-type]
-                (old.id,),
-            )
+    with psycopg.connect(app.database_url, autocommit=True) as conn:
+        conn.execute(
+            f"update {app.schema}.outbox_received set received_at = now() - interval '8 days' where id = %s",  # type: ignore[arg-type]
+            (old.id,),
+        )
     assert await driver.purge_received(7 * 86400.0, 500) == 1
     assert await driver.purge_received(7 * 86400.0, 500) == 0
     await app.admin.remove((await app.list_jobs(limit=10)).jobs[0].id)
@@ -420,3 +419,10 @@ async def test_the_relay_purges_old_tombstones_keeping_them_at_least_seven_days(
         kept = conn.execute(f"select id::text from {pg_app.schema}.outbox_received").fetchall()  # type: ignore[arg-type]
     assert kept == [(refs[0].id,)]
     assert Relay(pg_app, ["x"], retention=None).received_age is None
+
+
+async def test_the_relay_refuses_the_memory_driver() -> None:
+    relay = Relay(App(driver="memory"), ["postgresql://unused@127.0.0.1:1/none"], handle_signals=False)
+    with pytest.raises(ConfigurationError) as refused:
+        await relay.run(burst=True)
+    assert refused.value.code == "POSTGRES_ONLY" and "outbox" in refused.value.cause

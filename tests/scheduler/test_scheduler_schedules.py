@@ -385,7 +385,7 @@ def test_two_tasks_cannot_share_a_name() -> None:
 
 
 def test_the_scheduler_refuses_what_it_cannot_run() -> None:
-    Scheduler(App(driver="memory"))  # the memory driver runs the role too (tests/parity/test_cron.py)
+    Scheduler(App(driver="memory"))  # built; its run is refused (test_the_memory_driver_refuses_the_role)
     app = App("postgresql://unused@127.0.0.1:1/none")
     with pytest.raises(ConfigurationError, match="half its lease"):
         Scheduler(app, lease="10s", interval="6s")
@@ -410,3 +410,9 @@ async def test_the_readme_cron_example_declares_as_written() -> None:
     await namespace["by_hand"]()
     (job,) = (await app.list_jobs()).jobs
     assert job.payload == {"scheduled_at": None}
+
+
+async def test_the_memory_driver_refuses_the_role() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await Scheduler(App(driver="memory")).run()
+    assert refused.value.code == "POSTGRES_ONLY" and "cron leadership" in refused.value.cause

@@ -59,10 +59,10 @@ def test_default_name_is_module_and_qualname() -> None:
 
 
 def test_app_option_refusals() -> None:
-    for driver in ("redis", 42, object()):  # a driver is a name or an object with the Driver methods
+    for driver in ("redis", 42, object()):  # a driver is a name, a PostgresDriver or a MemoryDriver
         with pytest.raises(ConfigurationError) as refused:
             App(driver=driver)  # type: ignore[arg-type]
-        assert refused.value.code == "CONFIG_INVALID" and "Driver instance" in refused.value.cause
+        assert refused.value.code == "CONFIG_INVALID" and "a MemoryDriver" in refused.value.cause
     with pytest.raises(ConfigurationError):
         App(schema="Bad-Name")
     with pytest.raises(ConfigurationError):

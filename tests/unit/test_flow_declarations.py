@@ -1,8 +1,8 @@
 """Flow-control declarations (``Concurrency``, ``Limits``, ``Rate``, ``App(limits=)``,
 ``@app.job(concurrency=)``): every bad number or type is refused at construction with
 CONFIG_INVALID, naming the value and a fix; 0 is accepted (a hard stop). A bad concurrency key
-is refused at enqueue with nothing written, and a worker refuses to start on a driver that
-cannot enforce a declared cap (JOB_CONCURRENCY_UNENFORCEABLE)."""
+is refused at enqueue with nothing written, and the memory driver (a test double) runs
+a capped job uncapped."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Rate
-from workhorse.drivers.memory import MemoryDriver
 
 BAD_NUMBERS: list[Any] = [-1, -100, 2.0, 1.5, math.nan, math.inf, -math.inf, True, False, "2", None, [2], {"n": 2}]
 BAD_COUNTS = [v for v in BAD_NUMBERS if v is not None]  # None means "no cap" where a cap is optional
@@ -190,52 +189,29 @@ async def test_a_key_of_200_characters_is_stored(memory_app: App) -> None:
     assert (await memory_app.get_job(ref.id)) is not None
 
 
-# -- the worker's refusal on a driver that cannot enforce -----------------------------------------
-
-
-class NonEnforcingDriver(MemoryDriver):
-    enforces_flow = False
+# -- the memory driver (a test double) runs capped jobs, the caps not enforced ----------------------
 
 
 @pytest.mark.parametrize(
     "declare",
     [
-        {"concurrency": 2},
+        {"concurrency": 1},
         {"concurrency": Concurrency(1, key=lambda p: "k")},
+        {"concurrency": Concurrency(1, key=lambda p: "k", when_busy="fail")},
         {"concurrency": 0},
-        {"limits": Limits(total=3)},
-        {"limits": Limits(rate_per_tenant=Rate(3, per="1s"))},
+        {"limits": Limits(total=0)},
+        {"limits": Limits(rate_per_tenant=Rate(1, per="1h"))},
     ],
 )
-async def test_a_worker_refuses_a_driver_that_cannot_enforce(declare: dict[str, Any]) -> None:
-    app = App(driver=NonEnforcingDriver(), limits=declare.get("limits"))
+async def test_a_capped_job_runs_on_the_memory_driver_its_cap_not_enforced(declare: dict[str, Any]) -> None:
+    app = App(driver="memory", limits=declare.get("limits"))
     ran: list[int] = []
 
     @app.job(name="capped", tenant=lambda p: "t", concurrency=declare.get("concurrency"))
     async def capped(ctx: JobContext, payload: int) -> None:
         ran.append(payload)
 
-    ref = await capped.enqueue(1)
-    with pytest.raises(ConfigurationError) as caught:
-        await app.worker().run(burst=True)
-    assert caught.value.code == "JOB_CONCURRENCY_UNENFORCEABLE"
-    assert "NonEnforcingDriver" in caught.value.cause and caught.value.fix.strip()
-    if "concurrency" in declare:
-        assert "capped" in caught.value.cause
-    job = await app.get_job(ref.id)
-    assert job is not None and (job.state, job.attempt) == ("ready", 0)
-    assert ran == []
-
-
-async def test_the_same_driver_runs_jobs_without_caps() -> None:
-    app = App(driver=NonEnforcingDriver())
-    ran: list[int] = []
-
-    @app.job(name="free", tenant="none")
-    async def free(ctx: JobContext, payload: int) -> None:
-        ran.append(payload)
-
-    refs = await free.enqueue_many([1, 2, 3])
+    refs = await capped.enqueue_many([1, 2, 3])
     stats = await app.worker().run(burst=True)
     assert sorted(ran) == [1, 2, 3] and stats.completed == 3
     for ref in refs:

@@ -1,26 +1,26 @@
-"""The memory driver's operator surface with an injected clock: counters and their buckets,
-rollup, pauses, bulk verbs, two-way pages, progress and the errors history."""
+"""The memory driver (a test double) with an injected clock: two-way pages, progress, the errors
+history; and its one refusal, ``POSTGRES_ONLY``, of everything it does not keep."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from workhorse import ConfigurationError
-from workhorse.drivers.memory import MemoryDriver, _error_entry, _json_time
+from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.memory_core import _error_entry, _json_time
 from workhorse.ids import new_job_id
 from workhorse.types import (
     ERRORS_KEPT,
     BulkFilter,
-    CounterSum,
-    Lease,
     ListFilter,
     NewJob,
     Settlement,
     StepFence,
-    WorkerInfo,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
@@ -93,138 +93,45 @@ def error(message: str) -> str:
     return json.dumps({"type": "ValueError", "message": message, "traceback": "tb"})
 
 
-async def counters(driver: MemoryDriver, since: float | None = None) -> list[CounterSum]:
-    return (await driver.snapshot(since)).counters
+REFUSED: list[tuple[str, Any]] = [
+    ("list_workers", ()),
+    ("bulk", ("requeue", BulkFilter(state="dead"))),
+    ("pause_queue", ("q", None)),
+    ("resume_queue", ("q",)),
+    ("list_pauses", ()),
+    ("snapshot", (None,)),
+    ("rollup_counters", ()),
+    ("counter_minutes", (60,)),
+    ("purge", (None,)),
+    ("purge_expired_events", ()),
+    ("leader_round", (None,)),
+    ("release_leader", ("holder", 1)),
+    ("read_schedule", ()),
+    ("enqueue_staged", ([],)),
+    ("purge_received", (1.0, 10)),
+]
+
+
+@pytest.mark.parametrize(("method", "args"), REFUSED, ids=[m for m, _ in REFUSED])
+async def test_what_the_double_does_not_keep_is_refused_postgres_only(
+    driver: MemoryDriver, method: str, args: tuple[Any, ...]
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await getattr(driver, method)(*args)
+    assert refused.value.code == "POSTGRES_ONLY"
+    assert "pg_app" in refused.value.fix and "embedded" in refused.value.fix
+
+
+async def test_a_search_and_a_standby_wake_up_are_refused_postgres_only(driver: MemoryDriver) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        await driver.list_jobs(ListFilter(payload={"a": 1}), limit=10)
+    assert refused.value.code == "POSTGRES_ONLY"
+    with pytest.raises(ConfigurationError) as refused:
+        driver.open_handover(asyncio.Event())
+    assert refused.value.code == "POSTGRES_ONLY"
 
 
 # -- counters ------------------------------------------------------------------------------------
-
-
-async def test_settle_moves_counters_of_landed_rows_only(driver: MemoryDriver, clock: Clock) -> None:
-    a, b, c, d, e = await enqueue(driver, clock, *(new() for _ in range(5)))
-    await claim(driver)
-    landed = await driver.settle(
-        [
-            settlement(a, "done", result="1"),
-            settlement(b, "retry", error=error("b"), delay=60),
-            settlement(c, "failed", error=error("c")),
-            settlement(d, "dead", error=error("d")),
-            settlement(e, "interrupted"),
-        ]
-    )
-    assert landed == [True, True, True, True, True]
-    assert await counters(driver) == [CounterSum("default", "task", completed=1, retried=1, failed=1, dead=1)]
-    assert await driver.settle([settlement(a, "done", claims=7)]) == [False]  # a stale fence counts nothing
-    assert (await counters(driver))[0].completed == 1
-
-
-async def test_counters_are_per_minute_buckets_and_since_reads_recent_ones(driver: MemoryDriver, clock: Clock) -> None:
-    a, b = await enqueue(driver, clock, new(), new("other", queue="mail"))
-    await claim(driver)
-    await driver.settle([settlement(a, "done")])
-    clock.tick(minutes=10)
-    await claim(driver, "mail")
-    await driver.settle([settlement(b, "done")])
-    assert {(k[0], k[1], k[2]) for k in driver._counters} == {
-        ("minute", datetime(2026, 3, 1, 12, 0, tzinfo=UTC), "default"),
-        ("minute", datetime(2026, 3, 1, 12, 10, tzinfo=UTC), "mail"),
-    }
-    assert [c.queue for c in await counters(driver, since=120)] == ["mail"]
-    assert [c.queue for c in await counters(driver)] == ["default", "mail"]
-
-
-async def test_claim_counts_buried_and_lapsed_rows(driver: MemoryDriver, clock: Clock) -> None:
-    final, again, failed = await enqueue(
-        driver, clock, new(attempts=1), new(attempts=2), new(attempts=1, dead_letter=False)
-    )
-    assert len(await claim(driver)) == 3
-    clock.tick(seconds=31)  # every lease lapsed
-    assert await claim(driver, sweep=False) == []  # the lean claim never sweeps: counts nothing
-    assert await counters(driver) == []
-    result = await driver.claim(worker_id="w2", wants={"default": 10}, names=["task"], visibility=30)
-    assert [c.id for c in result.claimed] == [again]
-    assert {b.id: b.state for b in result.buried} == {final: "dead", failed: "failed"}
-    assert await counters(driver) == [CounterSum("default", "task", failed=1, dead=1, lapsed=1)]
-    job = await driver.get_job(final)
-    assert job is not None and [(e["attempt"], e["type"]) for e in job.errors] == [(1, "LeaseLapsed")]
-
-
-# -- rollup --------------------------------------------------------------------------------------
-
-
-async def test_rollup_folds_minutes_into_hours_and_hours_into_days(driver: MemoryDriver, clock: Clock) -> None:
-    for _ in range(3):
-        (job,) = await enqueue(driver, clock, new())
-        await claim(driver)
-        await driver.settle([settlement(job, "done")])
-        clock.tick(minutes=30)
-    # buckets 12:00, 12:30, 13:00 (minute). At 14:59 nothing is older than date_trunc('hour', 12:59) = 12:00.
-    clock.at = datetime(2026, 3, 1, 14, 59, tzinfo=UTC)
-    assert await driver.rollup_counters() == 0
-    clock.at = datetime(2026, 3, 1, 15, 0, tzinfo=UTC)  # cutoff 13:00: the two 12:xx minutes fold
-    assert await driver.rollup_counters() == 2
-    assert await driver.rollup_counters() == 0  # folding again never counts twice
-    tiers = {(k[0], k[1]): v[0] for k, v in driver._counters.items()}
-    assert tiers == {
-        ("hour", datetime(2026, 3, 1, 12, tzinfo=UTC)): 2,
-        ("minute", datetime(2026, 3, 1, 13, 0, tzinfo=UTC)): 1,
-    }
-    clock.at = datetime(2026, 3, 4, 0, 0, tzinfo=UTC)  # minutes cut 22:00 on 3 Mar, hours cut 2 Mar
-    assert await driver.rollup_counters() == 1 + 2  # the 13:00 minute, then both 1 Mar hours
-    assert {(k[0], k[1]): v[0] for k, v in driver._counters.items()} == {("day", datetime(2026, 3, 1, tzinfo=UTC)): 3}
-    assert await counters(driver) == [CounterSum("default", "task", completed=3)]
-
-
-# -- pauses --------------------------------------------------------------------------------------
-
-
-async def test_pause_keeps_first_paused_at_and_claim_skips_the_queue(driver: MemoryDriver, clock: Clock) -> None:
-    woken: list[int] = []
-    driver.subscribe(lambda: woken.append(1))
-    (job,) = await enqueue(driver, clock, new())
-    first = await driver.pause_queue("default", "deploy")
-    clock.tick(minutes=1)
-    again = await driver.pause_queue("default", None)
-    assert (again.paused_at, again.reason) == (first.paused_at, "deploy")
-    assert (await driver.pause_queue("default", "other")).reason == "other"
-    await driver.pause_queue("a-first", None)
-    assert [p.queue for p in await driver.list_pauses()] == ["a-first", "default"]
-    result = await driver.claim(worker_id="w1", wants={"default": 5}, names=["task"], visibility=30)
-    assert (result.claimed, result.next_due) == ([], None)
-    woken.clear()
-    assert await driver.resume_queue("default") is True
-    assert woken == [1]
-    assert await driver.resume_queue("default") is False
-    assert woken == [1]
-    assert await claim(driver) == [job]
-
-
-async def test_a_paused_queue_gives_no_next_due_and_keeps_its_running_jobs(driver: MemoryDriver, clock: Clock) -> None:
-    await enqueue(driver, clock, new(), new(delay=60))
-    (running,) = await claim(driver, n=1)
-    await driver.pause_queue("default", None)
-    assert await driver.settle([settlement(running, "done")]) == [True]
-
-
-# -- snapshot ------------------------------------------------------------------------------------
-
-
-async def test_snapshot_counts_reported_states_and_live_workers(driver: MemoryDriver, clock: Clock) -> None:
-    a, _b, _c, d = await enqueue(driver, clock, new(), new(delay=5), new(delay=3600), new())
-    await driver.cancel(d)
-    await driver.register_worker(WorkerInfo("w1", "h", 1, ["default"], {"default": 1}), ttl=30)
-    await driver.register_worker(WorkerInfo("w2", "h", 2, ["default"], {"default": 1}), ttl=1)
-    clock.tick(seconds=10)  # b is due now (reported ready); w2 expired
-    snap = await driver.snapshot(None)
-    assert snap.now == clock.at and snap.workers == 1
-    assert [(s.state, s.count, s.oldest_run_at) for s in snap.states] == [
-        ("delayed", 1, T0 + timedelta(seconds=3602)),
-        ("ready", 2, T0),
-    ]
-    assert a is not None and snap.paused == []
-
-
-# -- pages -----------------------------------------------------------------------------------------
 
 
 async def test_pages_go_both_ways_with_prev_and_next(driver: MemoryDriver, clock: Clock) -> None:
@@ -283,54 +190,6 @@ async def finish(driver: MemoryDriver, clock: Clock, *jobs: NewJob, outcome: str
     await claim(driver)
     await driver.settle([settlement(i, outcome, error=error("x")) for i in ids])
     return ids
-
-
-async def test_bulk_requeue_moves_the_oldest_of_a_key_and_skips_held_keys(driver: MemoryDriver, clock: Clock) -> None:
-    woken: list[int] = []
-    driver.subscribe(lambda: woken.append(1))
-    (k1_old,) = await finish(driver, clock, new(key="k1"))
-    k1_new, plain, k2 = await finish(driver, clock, new(key="k1"), new(), new(key="k2"))
-    (holder,) = await enqueue(driver, clock, new(key="k2"))  # a live job holds k2
-    dry = await driver.bulk("requeue", BulkFilter("dead"), limit=1, dry_run=True)
-    assert (dry.affected, dry.remaining, dry.dry_run) == (1, 1, True)
-    assert (await driver.get_job(k1_old)).state == "dead"  # type: ignore[union-attr]
-    woken.clear()
-    moved = await driver.bulk("requeue", BulkFilter("dead"), limit=1, dry_run=False)
-    assert (moved.affected, moved.remaining) == (1, 1) and woken == [1]
-    job = await driver.get_job(k1_old)
-    assert job is not None and (job.state, job.attempt, job.progress) == ("ready", 0, None)
-    assert len(job.errors) == 1  # the history stays
-    rest = await driver.bulk("requeue", BulkFilter("dead"), limit=10, dry_run=False)
-    assert (rest.affected, rest.remaining) == (1, 0)  # plain; k1_new and k2 are key-held
-    assert (await driver.get_job(plain)).state == "ready"  # type: ignore[union-attr]
-    assert {(await driver.get_job(i)).state for i in (k1_new, k2)} == {"dead"}  # type: ignore[union-attr]
-    assert holder
-
-
-async def test_bulk_promote_cancel_and_remove(driver: MemoryDriver, clock: Clock) -> None:
-    waiting = await enqueue(driver, clock, new(delay=3600), new(delay=3600), new(queue="mail", delay=3600))
-    promoted = await driver.bulk("promote", BulkFilter("delayed", queue="default"), limit=1, dry_run=False)
-    assert (promoted.affected, promoted.remaining) == (1, 1)
-    job = await driver.get_job(waiting[0])
-    assert job is not None and (job.state, job.run_at) == ("ready", clock.at)
-    assert (await driver.bulk("promote", BulkFilter("ready"), limit=10, dry_run=False)).affected == 0
-    cancelled = await driver.bulk("cancel", BulkFilter("delayed"), limit=10, dry_run=False)
-    assert (cancelled.affected, cancelled.remaining) == (2, 0)
-    removed = await driver.bulk("remove", BulkFilter("cancelled", queue="mail"), limit=10, dry_run=False)
-    assert (removed.affected, removed.remaining) == (1, 0)
-    assert await driver.get_job(waiting[2]) is None
-    assert await counters(driver) == []  # operator verbs count nothing
-
-
-async def test_bulk_cancel_takes_a_running_job_from_its_worker(driver: MemoryDriver, clock: Clock) -> None:
-    (job,) = await enqueue(driver, clock, new())
-    await claim(driver)
-    assert (await driver.bulk("cancel", BulkFilter("running"), limit=10, dry_run=False)).affected == 1
-    assert await driver.settle([settlement(job, "done")]) == [False]
-    assert (await driver.heartbeat("w1", [Lease(job, 1)], 30)).held == set()
-
-
-# -- progress and errors -------------------------------------------------------------------------
 
 
 async def test_progress_is_fenced_rides_the_settle_and_requeue_clears_it(driver: MemoryDriver, clock: Clock) -> None:

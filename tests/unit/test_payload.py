@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from collections import OrderedDict
 
 import pytest
@@ -123,3 +124,14 @@ def test_numbers_jsonb_would_change_are_refused(payload: object, path: str) -> N
 @pytest.mark.parametrize("value", [9999999999999998.0, 1e-300, 5e-324, -0.05, 0.0, 10**4299, "1e+16 and -0.0 as text"])
 def test_numbers_jsonb_keeps_are_accepted(value: object) -> None:
     assert json.loads(encode({"v": value})) == {"v": value}
+
+
+def test_a_huge_int_is_refused_where_the_process_raised_the_digit_limit() -> None:
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # this process could write it; a reader elsewhere could not parse it
+    try:
+        with pytest.raises(PayloadError) as refused:
+            encode({"n": 10**5000})
+    finally:
+        sys.set_int_max_str_digits(previous)
+    assert refused.value.code == "PAYLOAD_NUMBER_CHANGED" and "at $.n:" in refused.value.cause

@@ -22,6 +22,11 @@ def test_all_is_sorted_and_complete() -> None:
     assert public <= set(workhorse.__all__)
 
 
+def test_the_storage_interface_is_private() -> None:
+    """``Driver`` is workhorse's own seam, not a plug-in point: PostgreSQL is the one queue."""
+    assert "Driver" not in workhorse.__all__ and not hasattr(workhorse, "Driver")
+
+
 def test_no_statement_reads_or_returns_a_whole_row() -> None:
     offenders = [
         f"{path.relative_to(SRC)}:{i}"

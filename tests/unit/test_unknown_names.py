@@ -11,6 +11,7 @@ import pytest
 
 from workhorse import App, JobContext
 from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.postgres_operate import PostgresOperate
 from workhorse.types import StateCount
 from workhorse.worker import unknown
 from workhorse.worker.unknown import UnknownNames, likely_meant, unknown_ready
@@ -55,11 +56,6 @@ async def stranded_burst(enqueuer: App, worker: App, caplog: pytest.LogCaptureFi
     assert finished is not None and finished.state == "done"
 
 
-async def test_a_burst_worker_names_the_ready_jobs_it_cannot_run(caplog: pytest.LogCaptureFixture) -> None:
-    shared = MemoryDriver()
-    await stranded_burst(App(driver=shared), App(driver=shared), caplog)
-
-
 async def test_a_burst_worker_names_them_on_postgres(
     database_url: str, schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -73,32 +69,35 @@ async def test_a_burst_worker_names_them_on_postgres(
 
 
 async def test_an_idle_worker_warns_once_per_name_however_often_it_looks(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, database_url: str, migrated_schema: str
 ) -> None:
     monkeypatch.setattr(unknown, "FIRST_CHECK", 0.01)
     monkeypatch.setattr(unknown, "CHECK_EVERY", 0.02)
-    shared = MemoryDriver()
-    enqueuer, app = App(driver=shared), App(driver=shared)
+    enqueuer, app = App(database_url, schema=migrated_schema), App(database_url, schema=migrated_schema)
     pair(enqueuer, app)
     await enqueuer.jobs["__main__.hello"].enqueue({})
     worker = app.worker(handle_signals=False)
     looked = 0
-    original = shared.snapshot
+    original = PostgresOperate.snapshot
 
-    async def counted(since: float | None) -> object:
+    async def counted(self: PostgresOperate, since: float | None) -> object:
         nonlocal looked
         looked += 1
-        return await original(since)
+        return await original(self, since)
 
-    monkeypatch.setattr(shared, "snapshot", counted)
-    with caplog.at_level(logging.WARNING, logger="workhorse.worker"):
-        running = asyncio.create_task(worker.run())
-        for _ in range(500):
-            if looked >= 4:
-                break
-            await asyncio.sleep(0.01)
-        await worker.stop()
-        await running
+    monkeypatch.setattr(PostgresOperate, "snapshot", counted)
+    try:
+        with caplog.at_level(logging.WARNING, logger="workhorse.worker"):
+            running = asyncio.create_task(worker.run())
+            for _ in range(500):
+                if looked >= 4:
+                    break
+                await asyncio.sleep(0.01)
+            await worker.stop()
+            await running
+    finally:
+        await enqueuer.close()
+        await app.close()
     assert looked >= 4
     assert len(warnings_about(caplog, "__main__.hello")) == 1, caplog.text
 

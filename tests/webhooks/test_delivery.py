@@ -307,12 +307,12 @@ async def test_an_attempt_whose_run_is_not_ours_records_nothing(hook_app: App, r
     assert (await hook_app.webhooks.deliveries(endpoint.id)).deliveries == []
 
 
-async def test_webhooks_need_postgres() -> None:
+async def test_webhooks_are_postgres_only() -> None:
     app = App(driver="memory", webhooks=POLICY)
     assert "workhorse.webhooks.deliver" in app.jobs
     with pytest.raises(WebhookError) as caught:
         await app.webhooks.add_endpoint("http://127.0.0.1:9/", tenant="o1")
-    assert caught.value.code == "WEBHOOKS_NEED_POSTGRES"
+    assert caught.value.code == "POSTGRES_ONLY" and "pg_app" in caught.value.fix
 
 
 async def test_a_url_httpx_cannot_send_is_a_recorded_failure_not_an_escape(receiver: Receiver) -> None:

@@ -12,7 +12,7 @@ The modules: ``declaration`` (Backfill, Batch, AppMigration, the checksum, ``WOR
 ``errors`` (the refusals), ``passes`` (the pass job, its batches, the dry run), ``api`` (start,
 dry_run, status, check_pending). The ledger's SQL is ``backfill/queries.py``, run by
 ``backfill/postgres.py``. PostgreSQL only: on the memory driver every call but the
-declaration is refused (``BACKFILL_POSTGRES_ONLY``).
+declaration is refused (``POSTGRES_ONLY``).
 """
 
 from workhorse.backfill.api import (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workhorse.drivers.refusals import POSTGRES_ONLY_FIX
 from workhorse.errors import WorkhorseError
 
 
@@ -89,11 +90,12 @@ def failed(name: str, pass_id: int, status: str, error: str | None) -> BackfillE
 
 
 def postgres_only() -> BackfillError:
+    """``POSTGRES_ONLY``, the memory driver's one refusal (it was ``BACKFILL_POSTGRES_ONLY``)."""
     return BackfillError(
-        code="BACKFILL_POSTGRES_ONLY",
-        cause="backfills run your SQL on a psycopg connection to the app's PostgreSQL database, and this app "
-        "uses the in-process memory driver",
-        fix="run backfills on an App() built for PostgreSQL; in unit tests, call the function with your own connection",
+        code="POSTGRES_ONLY",
+        cause="backfills run on PostgreSQL only (your SQL, on a psycopg connection to the app's database); this app "
+        "uses the memory driver, a test double",
+        fix=f"call the backfill function with your own connection, or {POSTGRES_ONLY_FIX}",
     )
 
 

@@ -19,6 +19,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from workhorse.cli.output import visible
+
 GAP = 2  # a table without a box puts one space of padding each side of a cell
 
 
@@ -32,6 +34,11 @@ class Column:
     shrinks: int | None = None  # may be cut (ellipsis) to as little as this; takes what is left
     most: int | None = None  # never wider than this, whatever is left
     compact: str | None = None  # a narrower header ("oldest\nready"), used only when it lets more fit
+
+    def __post_init__(self) -> None:
+        # A cell from the database shows its control characters (cli.output.visible) before its
+        # width is measured or cut: a cut never leaves half an escape sequence to swallow the rest.
+        self.cells = [visible(cell) if isinstance(cell, str) else cell for cell in self.cells]
 
     def natural(self) -> int:
         """The width this column needs to show its header and every cell whole."""

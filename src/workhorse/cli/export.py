@@ -8,7 +8,7 @@ from rich.text import Text
 
 from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import count, emit_json, stdout
+from workhorse.cli.output import count, emit_json, stdout, visible
 from workhorse.export import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE, ExportSummary, write_export
 from workhorse.types import ALL_STATES
 
@@ -58,7 +58,9 @@ def export(state: State, *, tenant: str, state_filter: str | None, out: str, pag
     what = f"{count(summary.jobs, 'job')}" + ("" if state_filter is None else f" in state {state_filter}")
     console = stdout()
     # soft_wrap: the tenant and the directory print whole, never broken at the terminal width
-    console.print(Text.assemble(("exported", "bold green"), f" {what} of tenant {summary.tenant}"), soft_wrap=True)
+    console.print(
+        Text.assemble(("exported", "bold green"), visible(f" {what} of tenant {summary.tenant}")), soft_wrap=True
+    )
     console.print(f"{count(summary.pages, 'page')} in {summary.out}", soft_wrap=True)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 from rich.console import Group, RenderableType
-from rich.json import JSON
+from rich.highlighter import JSONHighlighter
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -24,7 +24,18 @@ from workhorse.admin import DEFAULT_PAGE, MAX_PAGE
 from workhorse.app import App
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, progress_line, span, state_text, stdout, trim
+from workhorse.cli.output import (
+    ago,
+    emit_json,
+    json_text,
+    progress_line,
+    span,
+    state_text,
+    stdout,
+    styled,
+    trim,
+    visible,
+)
 from workhorse.drivers.base import SEARCH_SCAN
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
@@ -239,7 +250,7 @@ def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> tuple[Table
     names: list[RenderableType] = []
     for job in jobs:
         if known and job.name not in known and job.state in ("ready", "delayed", "suspended"):
-            names.append(Text.assemble(job.name, (" (unknown)", "yellow")))
+            names.append(Text.assemble(visible(job.name), (" (unknown)", "yellow")))
         else:
             names.append(job.name)
     columns = [
@@ -257,10 +268,10 @@ def jobs_table(jobs: list[Job], *, known: set[str] | None = None) -> tuple[Table
         Column("run at", [_run_at(job, now) for job in jobs], priority=5),
     ]
     if any(job.progress for job in jobs):
-        progress = [Text(progress_line(job.progress), style="" if job.progress else "dim") for job in jobs]
+        progress = [styled(progress_line(job.progress), style="" if job.progress else "dim") for job in jobs]
         columns.append(Column("progress", progress, priority=2, shrinks=12, most=PROGRESS_WIDTH))
     if any(job.last_error for job in jobs):  # a dead job's error is why one looks: it goes first
-        errors = [Text(_error_line(job.last_error, 500), style=_error_style(job)) for job in jobs]
+        errors = [styled(_error_line(job.last_error, 500), style=_error_style(job)) for job in jobs]
         columns.append(Column("last error", errors, priority=1, shrinks=16, most=ERROR_WIDTH))
     return fit(columns, stdout().width)
 
@@ -394,12 +405,12 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
         parts += [
             Text(""),
             Text("last error", style="bold red"),
-            Text(_error_line(job.last_error, 2_000), style="red"),
+            styled(_error_line(job.last_error, 2_000), style="red"),
         ]
         trace = job.last_error.get("traceback")
         if trace:
-            parts.append(Text(str(trace).rstrip(), style="dim"))
-    return Panel(Group(*parts), title=Text(job.name, style="bold"), title_align="left", expand=False)
+            parts.append(styled(str(trace).rstrip(), style="dim"))
+    return Panel(Group(*parts), title=styled(job.name, style="bold"), title_align="left", expand=False)
 
 
 def ran_note(job: Job) -> str:
@@ -422,7 +433,7 @@ def errors_table(errors: list[dict[str, Any]], now: datetime) -> Table:
         table.add_row(
             str(error.get("attempt", "?")),
             ago(at, now) if at is not None else "-",
-            Text(_error_line(error, 200), style="red"),
+            styled(_error_line(error, 200), style="red"),
         )
     return table
 
@@ -439,7 +450,7 @@ def steps_table(steps: list[dict[str, Any]], now: datetime, width: int) -> tuple
         state = str(step.get("state", "?"))
         started, finished = _when(step.get("started_at")), _when(step.get("finished_at"))
         names.append(str(step.get("name", "?")))
-        states.append(Text(state, style=STEP_STATE_STYLES.get(state, "")))
+        states.append(styled(state, style=STEP_STATE_STYLES.get(state, "")))
         attempts.append(str(step.get("attempt", "")))
         starts.append(ago(started, now) if started is not None else "-")
         took.append("-" if started is None or finished is None else _span_ms((finished - started).total_seconds()))
@@ -462,12 +473,12 @@ def _step_outcome(step: dict[str, Any], now: datetime) -> Text:
         until = "" if wake is None else f" (until {ago(wake, now)})"
         if state == "waiting":
             key = "" if step.get("key") is None else f" key={step['key']}"
-            return Text(f"waiting for {step.get('event')}{key}{until}", style="magenta")
+            return styled(f"waiting for {step.get('event')}{key}{until}", style="magenta")
         return Text(f"sleeping{until}", style="magenta")
     error = step.get("error")
     if error:
-        return Text(_error_line(error, 60), style="red")
-    return Text(trim(json.dumps(step.get("result"), ensure_ascii=False, default=str), 60))
+        return styled(_error_line(error, 60), style="red")
+    return styled(trim(json.dumps(step.get("result"), ensure_ascii=False, default=str), 60))
 
 
 def _when(value: Any) -> datetime | None:
@@ -481,8 +492,10 @@ def _span_ms(seconds: float) -> str:
 def _pretty(value: Any) -> RenderableType:
     """JSON as JSON: highlighted and indented when it has structure, else its one-line literal."""
     if isinstance(value, dict | list) and value:
-        return JSON.from_data(value, indent=2)
-    return Text(json.dumps(value, ensure_ascii=False, default=str))
+        text = JSONHighlighter()(json_text(value, indent=2))  # as rich.json.JSON, with C1 escaped too
+        text.no_wrap, text.overflow = True, None
+        return text
+    return styled(json_text(value))
 
 
 COMMANDS: list[click.Command] = [list_jobs, show_job]

@@ -16,7 +16,7 @@ from types import FrameType
 import click
 
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import emit_json
+from workhorse.cli.output import emit_json, visible
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.metrics import DEFAULT_TIMEOUT, families, render, serve, to_document
@@ -83,7 +83,7 @@ def metrics(state: State, *, address: str | None, timeout: str, as_json: bool) -
     if as_json:
         emit_json(to_document(found))
     else:
-        click.echo(render(found), nl=False)
+        click.echo(visible(render(found)), nl=False)  # a label from the database shows its controls
 
 
 def _serve(state: State, host: str, port: int, timeout: float, *, as_json: bool) -> None:

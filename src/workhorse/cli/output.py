@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.text import Text
 
 from workhorse.errors import WorkhorseError
@@ -33,6 +34,39 @@ _UNITS = ((86_400, "d"), (3_600, "h"), (60, "m"), (1, "s"))
 _PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)[^@]*@")
 
 
+# C0 and C1 control characters (DEL too) but newline and tab, as the webhook excerpt finds them: in
+# a terminal they are escape sequences (ESC ]0; sets the window title, ESC [2J clears the screen,
+# a bare CR overwrites the line), never text.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1_ESCAPES = re.compile("[\x7f-\x9f]")  # what json.dumps(ensure_ascii=False) leaves raw
+
+
+def visible(value: object) -> str:
+    """``value`` as text a terminal prints and does not obey: every control character but newline
+    and tab shown as its escape (``\\x1b``, ``\\x07``, ``\\x9b``). Every value from the
+    database that the CLI prints goes through here (``styled``, the console's own strings, the
+    table cells), before any column width cuts it, so no half sequence survives a cut."""
+    text = str(value)
+    return _CONTROLS.sub(lambda found: f"\\x{ord(found[0]):02x}", text) if _CONTROLS.search(text) else text
+
+
+class _Console(Console):
+    """A console that shows control characters instead of sending them: each ``str`` it renders
+    is made ``visible`` first (its width measured as shown), and any segment of text that still
+    holds one (a ``Text`` built elsewhere) is escaped as it is written. The CLI's own styling is
+    not text: rich writes it from styles, outside the segments' text."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(visible(text), **options)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Any:
+        for segment in super().render(renderable, options):
+            if segment.control is None and _CONTROLS.search(segment.text):
+                yield Segment(visible(segment.text), segment.style)
+            else:
+                yield segment
+
+
 def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
     """The one way the CLI builds a rich console: every ``str`` it is given is text, never markup.
 
@@ -43,7 +77,7 @@ def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
     ``highlight`` are off for every ``str`` printed or put in a table cell; the CLI's own styling
     is always a ``rich.text.Text`` with an explicit style (``styled``, ``state_text``).
     """
-    return Console(stderr=err, markup=False, emoji=False, highlight=False, soft_wrap=soft_wrap)
+    return _Console(stderr=err, markup=False, emoji=False, highlight=False, soft_wrap=soft_wrap)
 
 
 def stdout() -> Console:
@@ -57,13 +91,21 @@ def stderr() -> Console:
 
 
 def styled(value: object, style: str = "") -> Text:
-    """A value as plain text (never markup, whatever brackets it holds), in the CLI's own ``style``."""
-    return Text(str(value), style=style)
+    """A value as plain text (never markup, whatever brackets it holds; control characters
+    ``visible``), in the CLI's own ``style``."""
+    return Text(visible(value), style=style)
 
 
 def emit_json(document: Any) -> None:
     """Print exactly one JSON document on stdout."""
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    click.echo(json_text(document, indent=2))
+
+
+def json_text(document: Any, *, indent: int | None = None) -> str:
+    """``document`` as JSON text with no control character left raw: ``json.dumps`` escapes C0
+    (``\\u001b``) but leaves DEL and C1 (``\\u009b``, a CSI to some terminals) as they are."""
+    text = json.dumps(document, indent=indent, ensure_ascii=False, default=str)
+    return _C1_ESCAPES.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
 
 
 def print_refusal(error: WorkhorseError, *, as_json: bool) -> None:
@@ -72,8 +114,8 @@ def print_refusal(error: WorkhorseError, *, as_json: bool) -> None:
         emit_json({"error": error.to_dict()})
         return
     console = stderr()
-    console.print(Text.assemble(("error ", "bold red"), (error.code, "bold red"), ": ", error.cause))
-    console.print(Text.assemble(("fix: ", "bold"), error.fix))
+    console.print(Text.assemble(("error ", "bold red"), (error.code, "bold red"), ": ", visible(error.cause)))
+    console.print(Text.assemble(("fix: ", "bold"), visible(error.fix)))
 
 
 def state_text(state: str) -> Text:

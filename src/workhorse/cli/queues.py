@@ -12,7 +12,7 @@ from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.jobs import CAPS_UNKNOWN, command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, percent, span, stdout
+from workhorse.cli.output import ago, emit_json, percent, span, stdout, styled, visible
 from workhorse.types import QueuePause
 
 HIGH_FAILURE_RATE = 0.1  # a failure rate at or above this share is printed red; below it, yellow
@@ -41,8 +41,8 @@ def pause(state: State, queue: str, *, reason: str | None, as_json: bool) -> Non
     console = stdout()
     since = ago(paused.paused_at, datetime.now(UTC))  # clock-ok: relative time for display only
     why = "" if paused.reason is None else f" ({paused.reason})"
-    console.print(Text.assemble(("paused", "bold yellow"), f" queue {paused.queue} since {since}{why}"))
-    console.print(Text(f"no worker claims from it until: {command_line(state, 'resume', paused.queue)}", style="dim"))
+    console.print(Text.assemble(("paused", "bold yellow"), visible(f" queue {paused.queue} since {since}{why}")))
+    console.print(styled(f"no worker claims from it until: {command_line(state, 'resume', paused.queue)}", "dim"))
 
 
 @click.command("resume", short_help="Resume a paused queue.")
@@ -65,7 +65,7 @@ def resume(state: State, queue: str, *, as_json: bool) -> None:
         emit_json({"queue": queue, "resumed": resumed})
         return
     if resumed:
-        stdout().print(Text.assemble(("resumed", "bold green"), f" queue {queue}"))
+        stdout().print(Text.assemble(("resumed", "bold green"), visible(f" queue {queue}")))
     else:
         stdout().print(f"queue {queue} was not paused; nothing changed")
 
@@ -137,7 +137,8 @@ def stats_table(rows: list[StatsRow], *, by_name: bool, caps_known: bool = True)
     columns = [Column("queue", [row.queue for row in rows], key=True)]
     if by_name:
         names = [
-            Text.assemble(row.name or "", (" (unknown)", "yellow")) if row.unknown else (row.name or "") for row in rows
+            Text.assemble(visible(row.name or ""), (" (unknown)", "yellow")) if row.unknown else (row.name or "")
+            for row in rows
         ]
         columns.append(Column("name", names, key=True))
     for header in ("ready", "running", "delayed", "suspended", "dead", "failed"):

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_role, run_with_app
-from workhorse.cli.output import ago, emit_json, redact, stdout
+from workhorse.cli.output import ago, emit_json, redact, stdout, styled
 from workhorse.cli.run import _duration, _logging_to_stderr
 from workhorse.errors import ConfigurationError
 from workhorse.leader.report import TasksReport
@@ -101,7 +101,7 @@ def tasks(state: State, *, as_json: bool) -> None:
             elif not t.registered:
                 names.append(Text.assemble(t.name, (" (not registered yet)", "yellow")))
             else:
-                names.append(Text(t.name))
+                names.append(styled(t.name))
         # Times on two lines (the instant, then how long ago or until), never broken mid-token.
         table, hidden = fit(
             [

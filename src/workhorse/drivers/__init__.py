@@ -1,1 +1,1 @@
-"""Storage drivers: the contract (base), PostgreSQL and memory."""
+"""Storage, private to workhorse: the interface (base), PostgreSQL, and the memory test double."""

@@ -1,12 +1,13 @@
-"""The ``Driver`` contract every storage backend implements, as role protocols, and the records it speaks.
+"""The storage interface, private to workhorse: ``Driver``, as role protocols, and the records it speaks.
 
-Two drivers ship: ``PostgresDriver`` (the real one) and ``MemoryDriver`` (users' unit tests).
-One parity suite (``tests/parity``) runs every scenario on both, so a behaviour cannot land in
-one and not the other. All times a driver decides with come from ITS clock: ``now()`` in
-Postgres, the injected clock in memory. Workers never compare their own clock with a row.
+Not a plug-in point. PostgreSQL is the one implementation of the queue (``PostgresDriver``, each
+role in ``postgres_<role>.py``). ``MemoryDriver`` is a test double for users' unit tests: it keeps
+enqueue, claims and settles, steps and events and the reads, and refuses the rest with
+``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps on both, and every
+other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
+``now()`` in Postgres, the injected clock in memory. Workers never compare their own clock with a row.
 
-The roles, each a protocol; ``Driver`` is all of them, and each driver implements every role in
-a module of its own (``postgres_<role>.py``, ``memory_<role>.py``):
+The roles, each a protocol; ``Driver`` is all of them:
 
     SchemaRole     migrate, check_schema, close
     EnqueueRole    enqueue_many (in the caller's transaction too), enqueue_many_sync, enqueue_ready

@@ -1,6 +1,6 @@
 """The memory driver's shared internals (``MemoryCore``): its tables as rows, the one lock, the
-clock, the subscribers, and the schema role. Every role mixin of ``MemoryDriver`` (``memory_enqueue``,
-``memory_work``, ``memory_operate``, ``memory_steps``) subclasses it.
+clock, the subscribers, and the schema role. ``MemoryDriver`` (``memory.py``) and its steps and
+events (``memory_steps.py``) build on it.
 
 The injected clock is this driver's database clock (``now()`` in Postgres): it is read once per
 call, so one call decides with one instant, as one statement does. Payloads, results and errors
@@ -21,17 +21,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from workhorse._db.migrate import available
 from workhorse.drivers.base import (
     ERRORS_KEPT,
-    BulkFilter,
     Buried,
     Claimed,
     Job,
     ListFilter,
-    QueuePause,
     StepFence,
     StepRecord,
     WorkerInfo,
@@ -42,9 +40,6 @@ from workhorse.ids import short_id
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _KeySlot = tuple[str, str, str]
-# ``counters``: (tier, bucket, queue, name) -> [completed, retried, failed, dead, lapsed]
-_CounterKey = tuple[str, datetime, str, str]
-_COUNTED = {"done": 0, "retry": 1, "failed": 2, "dead": 3, "lapsed": 4}  # outcome -> column
 SHOWN_LIMIT = 1_000  # steps.LIST_SHOWN's trim
 log = logging.getLogger("workhorse.memory")
 
@@ -77,16 +72,6 @@ def _json_text(text: str | None, what: str) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
-
-
-def _trunc(at: datetime, unit: Literal["minute", "hour", "day"]) -> datetime:
-    """``date_trunc(unit, at)`` in UTC (the Postgres driver's sessions run with TimeZone=UTC)."""
-    at = at.astimezone(UTC).replace(second=0, microsecond=0)
-    if unit in ("hour", "day"):
-        at = at.replace(minute=0)
-    if unit == "day":
-        at = at.replace(hour=0)
-    return at
 
 
 def _json_time(at: datetime) -> str:
@@ -161,14 +146,6 @@ class _Row:
             and (f.short_id is None or short_id(self.id) == f.short_id)
             and (f.created_from is None or self.created_at >= f.created_from)
             and (f.created_to is None or self.created_at < f.created_to)
-        )  # fmt: skip
-
-    def in_bulk(self, f: BulkFilter, now: datetime) -> bool:
-        """The bulk verbs' "matching": one REPORTED state, queue/name/tenant when given."""
-        return (
-            self.reported_state(now) == f.state
-            and (f.queue is None or self.queue == f.queue) and (f.name is None or self.name == f.name)
-            and (f.tenant is None or self.tenant == f.tenant)
         )  # fmt: skip
 
     def note_error(self, error: str, now: datetime) -> None:
@@ -286,7 +263,7 @@ class _EventRow:
 
 class MemoryCore:
     """What every role of ``MemoryDriver`` builds on: the rows, the lock they sit under, the clock,
-    the subscribers. Every attribute of the driver is set here; the role mixins add methods."""
+    the subscribers. Every attribute of the driver is set here."""
 
     def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
         self._clock = clock if clock is not None else _system_clock
@@ -299,10 +276,6 @@ class MemoryCore:
         self._subscribers: list[Callable[[], None]] = []
         self._cancel_subscribers: list[Callable[[], None]] = []
         self._settled_subscribers: list[Callable[[], None]] = []  # app.wait (workhorse.results)
-        self._pauses: dict[str, QueuePause] = {}
-        self._counters: dict[_CounterKey, list[int]] = {}
-        self._flow_starts: list[tuple[str, datetime, str]] = []  # FLOW_CLAIM's flow_starts: tenant, at, job
-        self._received: dict[str, datetime] = {}  # the outbox's tombstones: staged id -> received at
         self._migrated = False
 
     def subscribe(
@@ -367,11 +340,6 @@ class MemoryCore:
                 fix="MemoryDriver(clock=lambda: datetime.now(UTC))",  # clock-ok: text of a fix
             )
         return now.astimezone(UTC)
-
-    def _count(self, row: _Row, column: str, now: datetime) -> None:
-        """The counters upsert: +1 in this minute's bucket of the row's (queue, name)."""
-        key = ("minute", _trunc(now, "minute"), row.queue, row.name)
-        self._counters.setdefault(key, [0, 0, 0, 0, 0])[_COUNTED[column]] += 1
 
     def _get(self, job_id: str) -> _Row | None:
         canonical = _canonical(job_id)

@@ -10,13 +10,11 @@ from typing import Literal
 from workhorse.drivers.base import PublishedEvent, StepAnswer, StepFence, StepRecord
 from workhorse.drivers.memory_core import MemoryCore, _by_seq, _canonical, _EventRow, _json_text, _load, _Row, _StepRow
 
-PURGE_BATCH = 1_000
-
 
 class MemorySteps(MemoryCore):
     """The steps and events roles: recorded steps, sleeps and waits that suspend the job, events."""
 
-    # -- durable steps and events: steps.LIST, PUT, SLEEP, WAIT, PUBLISH, PURGE_EXPIRED ------------
+    # -- durable steps and events: steps.LIST, PUT, SLEEP, WAIT, PUBLISH ---------------------------
 
     async def list_steps(self, job_id: str) -> list[StepRecord]:
         with self._lock:
@@ -154,11 +152,3 @@ class MemorySteps(MemoryCore):
         return PublishedEvent(
             id=str(row.id), name=name, key=key, published_at=row.published_at, expires_at=row.expires_at, woken=woken
         )
-
-    async def purge_expired_events(self) -> int:
-        with self._lock:
-            now = self._now()
-            kept = [e for e in self._events if e.expires_at > now]
-            removed = len(self._events) - len(kept)
-            self._events = kept
-            return removed

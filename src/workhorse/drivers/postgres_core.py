@@ -59,10 +59,12 @@ def translate(error: psycopg.Error) -> WorkhorseError:
             cause=f"PostgreSQL could not be reached or refused the connection: {error}".strip(),
             fix='check the server is up and WORKHORSE_DATABASE_URL is right: psql "$WORKHORSE_DATABASE_URL"',
         )
-    return DatabaseError(
+    refused = DatabaseError(
         cause=f"PostgreSQL refused a statement ({type(error).__name__}): {error}".strip(),
         fix="read the message above; if it names a workhorse table, run: workhorse migrate",
     )
+    refused.refused_data = isinstance(error, psycopg.DataError | psycopg.IntegrityError)
+    return refused
 
 
 @contextlib.contextmanager

@@ -75,8 +75,6 @@ class PostgresWork(PostgresCore):
     """The work role: the claim, the heartbeat, the registry row, the settle and progress reports;
     and the optional wake-up role (``drivers/wakeups.py``) and rescue role (``RescueRole``)."""
 
-    enforces_flow = True  # FLOW_CLAIM, under its advisory lock: every cap holds across the fleet
-
     def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener:
         """Wake-ups for a worker: a LISTEN session of its own on this driver's channel."""
         listener = Listener(self.url, self.channel, queues, wake, beat=beat)

@@ -75,3 +75,19 @@ def step_unknown(job_id: str, step: str, known: list[str]) -> WorkhorseError:
         cause=f"job {job_id} has no step named {step!r} (its steps, in order: {listed})",
         fix=f"workhorse show {job_id}   # copy a step name from its steps",
     )
+
+
+POSTGRES_ONLY_FIX = (
+    "use PostgreSQL in this test: the pytest fixture `pg_app` (a fresh schema on WORKHORSE_DATABASE_URL, else on "
+    "the embedded PostgreSQL workhorse starts under ./.workhorse), or an App() built without driver='memory'"
+)
+
+
+def postgres_only(feature: str) -> WorkhorseError:
+    """The one refusal of what the memory driver (a test double) does not keep: ``POSTGRES_ONLY``."""
+    return ConfigurationError(
+        code="POSTGRES_ONLY",
+        cause=f"{feature} run on PostgreSQL only; this app uses the memory driver, a test double that keeps "
+        "enqueue, claims and settles, steps and events, and the reads",
+        fix=POSTGRES_ONLY_FIX,
+    )

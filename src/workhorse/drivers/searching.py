@@ -1,10 +1,8 @@
-"""A search's page, as both drivers read it (``ListFilter.payload`` / ``.error``): a walk of at most
-SEARCH_SCAN rows in id order from the cursor, the hits among them, and where the next page goes
-on (``admin_sql.search_page`` is PostgreSQL's statement; the memory driver walks its rows alike)."""
+"""A search's page (``ListFilter.payload`` / ``.error``): a walk of at most SEARCH_SCAN rows in id
+order from the cursor, the hits among them, and where the next page goes on
+(``admin_sql.search_page`` is the statement; the memory driver refuses searches)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from workhorse.types import Job, Page
 
@@ -27,18 +25,3 @@ def searched_page(
     onward = jobs[-1].id if full and jobs else walked_to if spent else None
     back = (jobs[0].id if jobs else after) if after is not None else None
     return Page(jobs, next=onward, prev=back, scanned=walked)
-
-
-def contains(value: Any, wanted: Any) -> bool:
-    """jsonb's ``@>`` in Python (the memory driver's search) for a JSON object: an object
-    contains each of ``wanted``'s keys with a contained value, an array each wanted element
-    somewhere, a scalar an equal one (numbers by value; ``true`` is no ``1``)."""
-    if isinstance(wanted, dict):
-        return isinstance(value, dict) and all(k in value and contains(value[k], v) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return isinstance(value, list) and all(any(contains(item, w) for item in value) for w in wanted)
-    if isinstance(value, bool) or isinstance(wanted, bool):
-        return value is wanted
-    return (type(value) is type(wanted) and value == wanted) or (
-        isinstance(value, int | float) and isinstance(wanted, int | float) and value == wanted
-    )

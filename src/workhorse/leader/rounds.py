@@ -1,7 +1,7 @@
 """The leadership role of a driver (``LeadershipRole``, one of ``Driver``'s bases): the scheduler's
 lease row and its rounds. It runs what the scheduler role asks of its storage, each call one
-statement on PostgreSQL (``leader/queries.py``; ``leader/postgres.py``) and
-one step under the lock on the memory driver (``drivers/memory_leadership.py``):
+statement on PostgreSQL (``leader/queries.py``; ``leader/postgres.py``); the
+memory driver refuses them (``POSTGRES_ONLY``):
 
 ``leader_round``    renew (or take) the lease with its epoch fence, fire what the last round
                     planned (watermark moved and job inserted together), register declarations,

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from workhorse._service import Service, stop_signals
+from workhorse.drivers import refusals
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.leader.cron import CronDuty
@@ -135,6 +136,8 @@ class Scheduler:
 
     async def run(self) -> SchedulerStats:
         """Run rounds until ``stop()`` (or SIGTERM/SIGINT): then finish the round and release the lease."""
+        if self._store is None and self.app.is_memory:  # the test double keeps no cron leadership
+            raise refusals.postgres_only("cron leadership (the scheduler role)")
         with self._service.running(), stop_signals(self._on_signal, enabled=self.handle_signals):
             if not self.tasks:
                 log.info("scheduler %s: no task is declared on this app; the role stays idle", self.id)

@@ -4,8 +4,8 @@ A store runs a round (``round``), ends a lease (``release``), folds counters (``
 lapsed leases (``rescue``), and,
 when it can, wakes a standby on a released lease (``HandoverSource.open_handover``). The
 scheduler's default is ``DriverRoundStore`` over the app's driver: on PostgreSQL a driver of its
-own, one connection named ``workhorse:scheduler`` (``PostgresRoundStore``); on the memory driver
-the app's own. Tests may pass their own store (a virtual clock).
+own, one connection named ``workhorse:scheduler`` (``PostgresRoundStore``); the memory driver
+refuses the role. Tests may pass their own store (a virtual clock).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, runtime_checkable
 
+from workhorse.drivers import refusals
 from workhorse.drivers.base import Driver, RescueRole
 from workhorse.leader.rounds import Handover, RoundAnswer, RoundRequest
 from workhorse.types import Rescued
@@ -100,7 +101,8 @@ class PostgresRoundStore(DriverRoundStore):
 
 
 def open_store(app: StoreSource) -> DriverRoundStore:
-    """The scheduler's default store: a driver of its own on PostgreSQL, the app's memory driver."""
+    """The scheduler's default store: a driver of its own on PostgreSQL. Cron leadership is
+    PostgreSQL's alone: on the memory driver (a test double) it is refused, ``POSTGRES_ONLY``."""
     if app.is_memory:
-        return DriverRoundStore(app.driver, owned=False)
+        raise refusals.postgres_only("cron leadership (the scheduler role)")
     return PostgresRoundStore(app)

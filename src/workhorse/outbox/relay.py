@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, stop_signals
+from workhorse.drivers import refusals
 from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError
@@ -66,7 +67,7 @@ BACKOFF_MAX = 10.0
 
 
 class StagedQueue(Protocol):
-    """What the relay needs of the queue's driver (``PostgresOutbox``, ``MemoryOutbox``)."""
+    """What the relay needs of the queue's driver (``PostgresOutbox``)."""
 
     async def enqueue_staged(self, jobs: Sequence[NewJob]) -> list[str]: ...
 
@@ -178,9 +179,9 @@ class Relay:
         """Relay until stopped (SIGTERM, SIGINT, ``stop()``); with ``burst``, until every source
         has nothing pending. Raises ``OUTBOX_NOT_MIGRATED`` when a source has no staging table, and
         the queue's refusal when its schema is missing or behind; rides out databases going away."""
+        if self.app.is_memory:  # the memory driver is a test double: the outbox is PostgreSQL's alone
+            raise refusals.postgres_only("the transactional outbox's relay")
         driver = self.app.driver
-        if not hasattr(driver, "enqueue_staged"):  # pragma: no cover - both drivers have it
-            raise ConfigurationError(cause="this app's driver cannot take staged jobs", fix="App(driver='postgres')")
         with self._service.running():
             self._service.stopping.clear()
             self.stats = RelayStats([SourceStats(redact(url)) for url in self.sources])  # this run's

@@ -58,6 +58,7 @@ from workhorse.failures import error_json
 from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, check_event_key, check_event_name
+from workhorse.storable import flaw
 from workhorse.types import StepAnswer, StepFence, StepRecord
 
 T = TypeVar("T")
@@ -100,10 +101,11 @@ class StepContext(Protocol):
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or "\x00" in name:
+    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME or flaw(name):
         raise ConfigurationError(
             code="STEP_NAME_INVALID",
-            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}",
+            cause=f"a step name must be a non-empty string of at most {MAX_STEP_NAME} characters PostgreSQL can "
+            f"store (no NUL, no lone surrogate), got {name!r}",
             fix="await ctx.step.run('charge-card', charge, order_id)",
         )
     return name

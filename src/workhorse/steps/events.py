@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from workhorse.durations import Duration, to_seconds
+from workhorse.durations import Duration, bounded_seconds
 from workhorse.errors import ConfigurationError, PayloadError
 from workhorse.payload import encode
+from workhorse.storable import flaw
 
 MAX_NAME_LENGTH = 200
 MAX_KEY_LENGTH = 200
@@ -22,10 +23,11 @@ DEFAULT_TTL: Duration = "7d"
 
 
 def check_event_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH or "\x00" in name:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH or flaw(name):
         raise ConfigurationError(
             code="EVENT_NAME_INVALID",
-            cause=f"an event name must be a non-empty string of at most {MAX_NAME_LENGTH} characters, got {name!r}",
+            cause=f"an event name must be a non-empty string of at most {MAX_NAME_LENGTH} characters PostgreSQL "
+            f"can store (no NUL, no lone surrogate), got {name!r}",
             fix="app.publish_event('order.shipped', payload, key=order_id)",
         )
     return name
@@ -35,10 +37,11 @@ def check_event_key(key: Any) -> str | None:
     """A correlation key: None, or a non-empty string (an int is a common slip, refused, not coerced)."""
     if key is None:
         return None
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or flaw(key):
         raise ConfigurationError(
             code="EVENT_KEY_INVALID",
-            cause=f"an event key must be None or a non-empty string of at most {MAX_KEY_LENGTH} characters, "
+            cause=f"an event key must be None or a non-empty string of at most {MAX_KEY_LENGTH} characters "
+            "PostgreSQL can store (no NUL, no lone surrogate), "
             f"got {key!r}",
             fix="pass the correlation key as text: key=str(order_id)",
         )
@@ -57,5 +60,11 @@ def prepare_event(
         raise PayloadError(
             code=error.code, cause=f"the payload of event {name!r} cannot be stored: {error.cause}", fix=error.fix
         ) from None
-    seconds = to_seconds(ttl, what="ttl", allow_zero=False)
+    seconds = bounded_seconds(
+        ttl,
+        what=f"ttl of event {name!r}",
+        code="EVENT_TTL_TOO_LONG",
+        fix="app.publish_event(name, payload, ttl='30d')   # at most 36525 days",
+        allow_zero=False,
+    )
     return name, key, text, seconds

@@ -1,5 +1,5 @@
 """The webhooks' statements, run on the app's PostgreSQL driver (``webhooks/queries.py``).
-Webhooks need PostgreSQL: the memory driver has no endpoints table (``WEBHOOKS_NEED_POSTGRES``)."""
+Webhooks need PostgreSQL: the memory driver has no endpoints table (``POSTGRES_ONLY``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import workhorse.webhooks.queries as sql
 from workhorse.drivers.postgres_core import PostgresCore
+from workhorse.drivers.refusals import POSTGRES_ONLY_FIX
 from workhorse.webhooks.errors import WebhookError
 from workhorse.webhooks.ports import WebhookApp
 
@@ -14,10 +15,11 @@ from workhorse.webhooks.ports import WebhookApp
 def driver_of(app: WebhookApp) -> PostgresCore:
     driver = app.driver
     if not isinstance(driver, PostgresCore):
-        raise WebhookError(
-            code="WEBHOOKS_NEED_POSTGRES",
-            cause=f"webhooks keep their endpoints and ledger in PostgreSQL; this app runs on {type(driver).__name__}",
-            fix="build the app on PostgreSQL (App() or App(database_url=...)) to use app.webhooks",
+        raise WebhookError(  # POSTGRES_ONLY, the memory driver's one refusal (it was WEBHOOKS_NEED_POSTGRES)
+            code="POSTGRES_ONLY",
+            cause="webhooks run on PostgreSQL only (their endpoints and ledger are tables there); this app uses "
+            "the memory driver, a test double",
+            fix=POSTGRES_ONLY_FIX,
         )
     return driver
 

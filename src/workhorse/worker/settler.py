@@ -8,19 +8,23 @@ through the callback it was given; ``on_settled`` hooks are handed to the body l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
-from workhorse.errors import WorkhorseError
+from workhorse.errors import DatabaseError, PayloadError, WorkhorseError
+from workhorse.failures import error_json
 from workhorse.hooks import Hooks
 from workhorse.ids import short_id
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
 from workhorse.leader.rescue import announce_buried, on_settled
+from workhorse.storable import storable
 from workhorse.types import Buried, Settlement
+from workhorse.types import Outcome as Written
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
 from workhorse.worker.records import Control, Held, WorkerStats
@@ -117,17 +121,19 @@ class Settler:
         again, and a worker-wide figure (the registry's last renewal) says nothing of one lease."""
         pending = list(batch)  # every verdict here has an outcome to write
         landed: dict[int, bool] = {}  # id() of a run: its settle landed (False: not ours any more, or given up)
+        rewritten: dict[int, Verdict] = {}  # id() of a run: what was written instead of what PostgreSQL refused
         failures = 0
         while pending:
             try:
-                settlements = [self.settlement(h, v) for h, v in pending]
-                if self.release:  # only then: a driver of the user's may not take the argument
-                    answer = await self.control.settle.settle(settlements, release=True)
-                else:
-                    answer = await self.control.settle.settle(settlements)
-                landed = {id(h): ok for (h, _), ok in zip(pending, answer, strict=True)}
+                answer = await self.write(pending)
+                landed.update({id(h): ok for (h, _), ok in zip(pending, answer, strict=True)})
                 break
-            except WorkhorseError as error:
+            except (WorkhorseError, UnicodeError) as error:
+                if unchanging(error):  # the same statement would fail the same way on every try
+                    pending = await self.apart(pending, error, landed, rewritten)  # left: an outage met meanwhile
+                    continue
+                if not isinstance(error, WorkhorseError):
+                    raise
                 failures += 1
                 now = lease_clock()
                 closed = [(h, v) for h, v in pending if now >= h.renewed_at + self.visibility]
@@ -145,7 +151,8 @@ class Settler:
                 delay = min(5.0, 0.1 * 2**failures) * random.uniform(0.5, 1.0)
                 log.warning("worker %s: settle failed (%s); retrying in %.1fs", self.worker_id, error.cause, delay)
                 await asyncio.sleep(delay)
-        for held, verdict in batch:
+        for held, first in batch:
+            verdict = rewritten.get(id(held), first)
             ok = landed.get(id(held), False)
             if not ok or verdict.outcome not in ("done", "dead", "failed"):
                 self.control.recheck = True  # a retry or a handed-back run may be due (now or later) again
@@ -165,6 +172,53 @@ class Settler:
                     held.run.handle.name,
                 )
             self.forget(held)
+
+    async def write(self, pending: list[tuple[Held, Verdict]]) -> list[bool]:
+        """One settle statement for ``pending``: which landed."""
+        settlements = [self.settlement(h, v) for h, v in pending]
+        if self.release:  # only then: a driver of the user's may not take the argument
+            return await self.control.settle.settle(settlements, release=True)
+        return await self.control.settle.settle(settlements)
+
+    async def apart(
+        self,
+        pending: list[tuple[Held, Verdict]],
+        refusal: WorkhorseError | UnicodeError,
+        landed: dict[int, bool],
+        rewritten: dict[int, Verdict],
+    ) -> list[tuple[Held, Verdict]]:
+        """PostgreSQL refused the data of a settle: each run is written alone, so one bad run never
+        holds back the others, and a run refused alone is written again without what was refused
+        (``rewrites``). Answers the runs an outage stopped meanwhile, to be tried again as usual."""
+        left: list[tuple[Held, Verdict]] = []
+        for held, verdict in pending:
+            last: list[WorkhorseError | UnicodeError] = [refusal]
+            tries = (
+                rewrites(held, verdict, last)
+                if len(pending) == 1
+                else itertools.chain([verdict], rewrites(held, verdict, last))
+            )
+            for candidate in tries:
+                rewritten[id(held)] = candidate
+                try:
+                    (landed[id(held)],) = await self.write([(held, candidate)])
+                except (WorkhorseError, UnicodeError) as error:
+                    if unchanging(error):
+                        last[0] = error
+                        continue
+                    left.append((held, candidate))  # an outage: the usual retries take it from here
+                break
+            else:
+                landed[id(held)] = False
+                log.error(
+                    "worker %s: PostgreSQL refused every settle of job %s (%s), even with nothing of the run's "
+                    "own in it (%s); leaving it to the next claim",
+                    self.worker_id,
+                    held.lease.job_id,
+                    held.run.handle.name,
+                    first_line(last[0]),
+                )
+        return left
 
     def settlement(self, held: Held, verdict: Verdict) -> Settlement:
         assert verdict.outcome is not None  # a run with nothing to write never reaches the settle queue
@@ -258,3 +312,72 @@ def count(stats: WorkerStats, verdict: Verdict, landed: bool) -> None:
             stats.interrupted += 1
         case _:
             pass
+
+
+def unchanging(error: WorkhorseError | UnicodeError) -> bool:
+    """The settle failed for a reason trying again cannot change: PostgreSQL refused its data (a
+    data exception or a broken constraint), or the text could not even be encoded to send."""
+    return isinstance(error, UnicodeError) or (isinstance(error, DatabaseError) and error.refused_data)
+
+
+def first_line(error: BaseException) -> str:
+    text = error.cause if isinstance(error, WorkhorseError) else str(error)
+    return storable(text.splitlines()[0] if text else type(error).__name__)[:300]
+
+
+def rewrites(held: Held, verdict: Verdict, last: list[WorkhorseError | UnicodeError]) -> Iterator[Verdict]:
+    """What to write instead of a settle PostgreSQL refused, each leaving out more: the outcome
+    without the run's progress report; then the outcome with the body's result or error replaced
+    by a refusal naming it (a result: dead-lettered ``RESULT_INVALID``; an error: ``ERROR_UNSTORABLE``,
+    the retry policy still decides); then the run dead-lettered ``SETTLE_UNSTORABLE``. ``last[0]`` is
+    the latest refusal. Never retried as it was: the body would run again, its side effects too."""
+    run = held.run
+    name, attempt = run.handle.name, run.claimed.attempt
+    if run.ctx._progress_latest is not None:
+        log.warning(
+            "worker %s: job %s (%s): its progress report was refused (%s); settling without it",
+            held.worker_id, held.lease.job_id, name, first_line(last[0]),
+        )  # fmt: skip
+        run.ctx._progress_latest = None
+        yield verdict
+    final: Written = "dead" if run.handle.retry.dead_letter else "failed"
+    if verdict.outcome == "done":
+        yield _refused(
+            held, final, PayloadError(
+                code="RESULT_INVALID",
+                cause=f"job {name!r} returned a value PostgreSQL refused to store ({first_line(last[0])})",
+                fix=f"return JSON-compatible data from {name!r} without NUL characters or lone surrogates",
+            ),
+        )  # fmt: skip
+    elif verdict.error is not None:
+        yield _refused(
+            held, verdict.outcome or final, WorkhorseError(
+                code="ERROR_UNSTORABLE",
+                cause=f"the error ({_error_type(verdict.error)}) that attempt {attempt} of job {name!r} raised "
+                f"could not be stored: PostgreSQL refused it ({first_line(last[0])})",
+                fix=f"raise errors whose message is plain text from {name!r}; the worker logs the original",
+            ), delay=verdict.delay,
+        )  # fmt: skip
+    yield _refused(
+        held, final, WorkhorseError(
+            code="SETTLE_UNSTORABLE",
+            cause=f"PostgreSQL refused the outcome of attempt {attempt} of job {name!r} "
+            f"({verdict.outcome}, delay {verdict.delay:g}s): {first_line(last[0])}",
+            fix="read the refusal above; a retry delay must stay within PostgreSQL's interval range",
+        ),
+    )  # fmt: skip
+
+
+def _refused(held: Held, outcome: Written, error: WorkhorseError, *, delay: float = 0.0) -> Verdict:
+    log.error(
+        "worker %s: PostgreSQL refused the settle of job %s (%s); writing it %s instead: %s",
+        held.worker_id, held.lease.job_id, held.run.handle.name, outcome, error,
+    )  # fmt: skip
+    return Verdict(outcome, error=error_json(error), delay=delay if outcome == "retry" else 0.0)
+
+
+def _error_type(error: str) -> str:
+    try:
+        return storable(str(json.loads(error).get("type")))
+    except (ValueError, AttributeError):
+        return "unknown type"
