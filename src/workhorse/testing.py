@@ -41,13 +41,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, StepFence
+from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
 from workhorse.steps import Steps
+from workhorse.types import Job, StepFence
 
 if TYPE_CHECKING:
     from workhorse.app import App

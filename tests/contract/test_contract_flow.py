@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Outcome, Rate, Retry
-from workhorse.drivers.base import Lease
+from workhorse.types import Lease
 from workhorse.worker import Worker
 
 BODY = 0.05  # seconds each body sleeps: long enough for a worker of 10 slots to overlap them

@@ -31,8 +31,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from workhorse.drivers.leadership import LeadershipRole
-from workhorse.drivers.records import (
+from workhorse.drivers.searching import SEARCH_SCAN
+from workhorse.leader.rounds import LeadershipRole
+from workhorse.types import (
     ALL_STATES,
     BULK_STATES,
     ERRORS_KEPT,
@@ -75,7 +76,6 @@ from workhorse.drivers.records import (
     WorkerInfo,
     shown_step,
 )
-from workhorse.drivers.searching import SEARCH_SCAN
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from workhorse.drivers.postgres import translated
+from workhorse.drivers.postgres_core import translated
 
 
 def check_reachable(url: str) -> None:
