@@ -1,14 +1,6 @@
 """The cron duty: what the leader's round fires, and what it learns from the answer (pure).
 
-The occurrences come from ``leader/tasks`` (pure) and the DATABASE clock: each round answers
-``now()``, and between rounds the leader's estimate advances on the monotonic clock, so it lags
-the database by a round trip and never leads it; the fire itself checks ``occurrence <= now()``,
-so nothing fires early. ``CronDuty`` plans each round from the task rows the last one read back
-(one ``PlannedFire`` per due task, a ``Declared`` per task not yet registered or whose schedule
-changed), counts what the answer says landed, and times the next round to the next due occurrence.
-
-A leader fires only the tasks its own app declares: every process running the role should
-declare the same tasks (the same app).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

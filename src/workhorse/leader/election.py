@@ -1,14 +1,6 @@
 """The lease-row election as one process sees it between rounds, and its epoch fence.
 
-Every process running the role competes for ONE row, ``{schema}.leaders``: each round renews it
-when this process holds it, or takes it when it is free or lapsed, under a new epoch. The epoch is
-the fence: a fire names the epoch it was planned under and lands only in a round that renewed the
-lease with that epoch, so a leader frozen past its lease fires nothing. Never a session advisory
-lock, which a pool or PgBouncer silently hands to another session.
-
-``Election`` is pure: it reads the lease part of each round's answer and the monotonic time it
-arrived, and answers what this process now is (leading, under which epoch, until when) and how
-long a standby waits before its next round (the holder's lease end, or the interval).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 days become days (``Driver.rollup_counters``, one delete-and-insert statement per tier, so a fold
 never counts twice whoever runs it).
 
-The leader folds at most once an hour of the database clock (``CounterFolds``, a ``Duty``); a
-process whose app declares no task stands for no election, and folds once an hour on its own
-instead (``fold_hourly``).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

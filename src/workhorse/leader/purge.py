@@ -1,11 +1,7 @@
 """The retention duty: the fleet's leader purges what the app's retention policy says has aged
 out (``workhorse.retention``), at most once per ``Retention.every`` of the database clock.
 
-The purge runs beside the rounds, never inside one: a purge of millions of rows takes minutes,
-and a round held up that long would let the lease lapse. A purge still running when the next one
-is due is left to finish; one that fails is logged and tried at the next due time (it removes
-each row once, whoever runs it, so a retry or a second purger is harmless). A process whose app
-declares no task stands for no election, and purges on its own clock instead (``purge_every``).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

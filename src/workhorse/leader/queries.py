@@ -1,17 +1,7 @@
 """The leader's statements: the scheduler role's over ``{schema}.leaders`` and ``{schema}.tasks``, and
 the rescue of lapsed leases (``RESCUE``, at the end).
 
-A scheduler round is ONE statement: renew (or try to take) the lease, fire what the previous
-round planned, register new or changed declarations, and read back the database clock, the
-lease and the task watermarks the next round plans from. Every time decision reads ``now()``.
-
-Fencing, twice over, both inside the statement that fires:
-  * the epoch: a fire names the lease epoch it was planned under, and lands only when this very
-    statement renewed the lease with that epoch. A leader frozen past its lease finds the row
-    taken (or re-taken under a new epoch) and fires nothing;
-  * the watermark: a fire moves a task's watermark from exactly the value it planned with to the
-    occurrence, and inserts the job only where that move happened. Two statements firing the
-    same occurrence serialise on the task row; the second finds the watermark moved.
+Design: docs/guides/cron.md
 """
 
 from workhorse._db.queries.jobs import CLAIM_RETURNING, LAPSED_ERROR, errors_appended, wake_cte

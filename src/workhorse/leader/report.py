@@ -1,9 +1,7 @@
 """The read model of ``workhorse tasks``: every task with its schedule, last and next fire, and
 the scheduler's lease (``TaskStatus``, ``LeaderStatus``, ``TasksReport``).
 
-The driver reads the rows (``LeadershipRole.read_schedule``); ``tasks_report`` joins them with the
-tasks an app declares (pure); ``app.admin.tasks()`` is the two together, and ``read_tasks(app)``
-the same for callers holding an app.
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """The rescue of lapsed leases: a running job whose worker stopped renewing its lease (it died, was
 killed, froze, lost its network) is recovered whatever the app declares and whoever serves its
-queue. River's job rescuer and Oban's Lifeline are the models.
+queue. Runs on the leader once a minute and on every worker every ``rescue_interval(visibility)``.
 
-Who recovers what:
-
-* **A claim** re-takes a lapsed job it may run (its queue, a name it knows, the queue not paused,
-  its caps' room): the plain claim's and the flow claim's lapsed arms, spending an attempt. An idle
-  worker wakes when the next lease of its queues could lapse, so this is within the visibility
-  timeout of the lapse.
-* **The rescuer** recovers every other one: a paused queue's, a name no live worker knows, a queue
-  no live worker serves, a run a full cap keeps from being re-taken. It does what the claim does
-  short of running the job: the attempt stays spent and the job goes back ``ready``, due at once
-  (the next claim runs attempt + 1); on its final attempt it is buried ``dead`` (``failed``
-  without a dead-letter queue) with "the lease lapsed". The same counters move (``lapsed``;
-  ``dead``/``failed``), the freed slots of every cap go with the lease (a cap counts running
-  rows), and the rescued jobs' queues are woken.
-
-Where the rescuer runs: on the scheduler's leader every fourth round it leads (``LeaseRescue`` below,
-once a minute), and on every worker every ``rescue_interval(visibility)`` (twice its visibility
-timeout, at most a minute: one statement a minute on an idle worker at the default 30 s), so a
-fleet with no leader (no task declared, ``--no-scheduler``, ``--burst``, workers started from code)
-rescues too. A worker whose own process's scheduler role leads skips its turns (``skip``): the
-leader's rescue stands for it, and that process's idle cost grows by one statement a minute, like
-every other worker's. A lapsed job is therefore recovered within one visibility timeout plus one
-rescue interval of its worker's death: ``visibility + min(2 x visibility, 60 s)`` at the latest
-(90 s at the defaults), sooner where several workers share the turns.
-
-Each turn is ONE statement (``leader/queries.RESCUE``) when nothing lapsed: an index probe. A
-batch that comes back full is followed by another, at most MAX_BATCHES a turn. Every write is
-fenced on the claim it revokes, so a late settle or renewal of that claim writes nothing, and rows
-another statement holds locked (a claim re-taking them) are skipped: any number of rescuers and
-claims may run at once. The memory driver has no rescuer (its claim recovers its lapsed leases).
+Design: docs/how-it-works/leases.md
 """
 
 from __future__ import annotations

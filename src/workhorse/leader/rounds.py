@@ -1,17 +1,7 @@
-"""The leadership role of a driver (``LeadershipRole``, one of ``Driver``'s bases): the scheduler's
-lease row and its rounds. It runs what the scheduler role asks of its storage, each call one
-statement on PostgreSQL (``leader/queries.py``; ``leader/postgres.py``); the
-memory driver refuses them (``POSTGRES_ONLY``):
+"""The leadership role of a driver (``LeadershipRole``): the scheduler's lease row and its rounds.
+Each call is one statement on PostgreSQL (the memory driver refuses them); the records they speak live here.
 
-``leader_round``    renew (or take) the lease with its epoch fence, fire what the last round
-                    planned (watermark moved and job inserted together), register declarations,
-                    and read back the database clock and the watermarks the next round plans from
-``release_leader``  end the lease now and wake the standbys (a clean hand-over)
-``open_handover``   a standby's wake-up for a released lease (a LISTEN session; a subscription)
-``read_schedule``   every task row and the lease as they stand, for ``workhorse tasks``
-
-The records below are what those calls speak. Nothing here knows a schedule: the planner
-(``workhorse.leader.cron``) decides what is due, the driver only fences and writes it.
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

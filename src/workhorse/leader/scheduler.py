@@ -1,24 +1,6 @@
 """The scheduler role's lifecycle: ``Scheduler`` runs rounds, one at a time, until stopped.
 
-Every process running the role (``workhorse worker`` unless ``--no-scheduler``, or ``workhorse
-scheduler``) runs ROUNDS, each ONE statement (``leader/queries``): it renews or takes the
-lease (``election.py``), fires what the previous round planned, fenced by the lease epoch and by
-each task's watermark (``cron.py``), and reads back the database clock and the watermarks the next
-round plans from. After a round that left it leading it runs the leader's other duties
-(``duty.py``; the counter folds, ``folds.py``; retention's purge, ``purge.py``; the rescue of
-lapsed leases, ``rescue.py``).
-
-Cadence: the holder runs a round every ``interval`` (15 s) or at the next due occurrence,
-whichever is sooner, and renews its ``lease`` (30 s) on each. A standby runs a round every
-``interval`` or when the holder's lease runs out, whichever is sooner, so a crashed leader is
-replaced within one lease period; it also listens for a released lease (``open_handover``: a
-LISTEN session on PostgreSQL), so a leader that steps down (SIGTERM: finish the round, then
-release the lease) is replaced at once. Idle, a leader issues 4 statements a minute, a standby 5
-(its LISTEN session is probed once a minute); the leader's rescue of lapsed leases adds one every
-RESCUE_ROUNDS rounds (once a minute), so an idle leader stays within 6.
-
-A process with no task declared takes no part in the election: a leader fires only the tasks it
-knows, so every process running the role should declare the same tasks (the same app).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

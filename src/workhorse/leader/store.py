@@ -1,11 +1,6 @@
 """Where rounds go: the ``RoundStore`` protocol, and the store over a driver's leadership role.
 
-A store runs a round (``round``), ends a lease (``release``), folds counters (``rollup``), rescues
-lapsed leases (``rescue``), and,
-when it can, wakes a standby on a released lease (``HandoverSource.open_handover``). The
-scheduler's default is ``DriverRoundStore`` over the app's driver: on PostgreSQL a driver of its
-own, one connection named ``workhorse:scheduler`` (``PostgresRoundStore``); the memory driver
-refuses the role. Tests may pass their own store (a virtual clock).
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations

@@ -1,43 +1,6 @@
 """Cron tasks: ``@app.task`` declarations, their schedules, and the arithmetic of occurrences.
 
-A task is a job with a schedule. ``@app.task(cron="*/5 * * * *", tenant="none")`` declares the
-job (it runs on every worker like any ``@app.job``) and tells the scheduler role when to enqueue
-it; ``task.enqueue(...)`` still enqueues it by hand. Everything here is pure: no clock is read,
-every function takes the instant it reasons about (the scheduler passes the database's ``now()``).
-
-Schedules
-    ``cron=``   five fields (minute hour day-of-month month day-of-week), parsed by ``cronsim``:
-                ranges, lists, steps, names (``jan``..``dec``, ``mon``..``sun``), and the aliases
-                ``@yearly`` ``@annually`` ``@monthly`` ``@weekly`` ``@daily`` ``@midnight``
-                ``@hourly``. Day-of-month and day-of-week combine the Vixie way: when either
-                starts with ``*`` both must match, otherwise either may. Evaluated in ``timezone=``
-                (an IANA name, ``UTC`` by default).
-    ``every=``  a fixed period (``"30s"``, ``"5m"``, a ``timedelta``), at least one second, counted
-                in absolute time from the Unix epoch: ``every="1h"`` fires on the hour UTC,
-                whatever the zone; a zone other than UTC is refused with it.
-
-Daylight saving (cron in a zone that has it): a cron expression names WALL-CLOCK times.
-    * A wall time that does not exist (skipped by spring-forward) runs ONCE, at the first valid
-      instant after the gap: ``30 2 * * *`` in America/New_York on 2026-03-08 fires at 03:00
-      EDT. Several skipped times (``*/15`` at 02:00, 02:15, ...) collapse into that one firing.
-    * A wall time that happens twice (the hour repeated by fall-back) fires ONCE, at its first
-      instance: ``30 1 * * *`` fires at 01:30 EDT, not again at 01:30 EST; ``*/15`` fires at
-      01:00 .. 01:45 EDT and resumes at 02:00 EST.
-    Formally: the instant of wall time ``w`` is the first instant whose local time is at or after
-    ``w``. For an absolute cadence across transitions, use ``every=``.
-
-``next_after(t)`` is always strictly later than ``t``. An expression that can never fire
-(``0 0 31 2 *``) is refused at declaration (``TASK_NEVER_FIRES``), never at fire time.
-
-Catch-up, after the scheduler was down across several occurrences (``catch_up=``):
-    ``"skip"``      fire only the latest missed occurrence; the earlier ones are dropped.
-    ``"run-once"``  fire ONE job for the whole gap: it is keyed by the latest missed occurrence
-                    and its payload says what it covers:
-                    ``payload["catch_up"] = {"first": <first missed>, "last": <latest missed>}``.
-    Neither ever enqueues a backlog of every missed occurrence.
-
-The fired job's payload is the task's ``payload=`` plus ``scheduled_at`` (the occurrence, ISO 8601
-UTC), and its idempotency key is ``task:<occurrence>``.
+Design: docs/guides/cron.md
 """
 
 from __future__ import annotations
