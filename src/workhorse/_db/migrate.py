@@ -1,10 +1,6 @@
 """Ordered, forward-only migrations: ``migrations/NNN_name.sql``, recorded in ``{schema}.migrations``.
 
-``apply`` runs every pending file in ONE transaction under a transaction-scoped advisory lock on
-the migrator's own connection, so two processes migrating at once apply each file exactly once
-(the second waits, then finds nothing to do). Files are forward-only and written to run again
-harmlessly (``if not exists`` / ``if exists``, or a guard), for the DBA script; a worker refuses to
-start against a schema that is behind or ahead.
+Design: docs/reference/schema.md
 """
 
 from __future__ import annotations

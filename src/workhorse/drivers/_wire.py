@@ -1,18 +1,6 @@
 """One statement sent through libpq directly, for the single enqueue.
 
-psycopg's cursor layer (cursor, query conversion, adaptation, result selection) costs about 100 us
-of client CPU per call on a 2-core machine: as much as the server spends inserting the row. A
-single ``enqueue`` is the one call a web process makes per request, so it skips that layer: its
-parameters arrive already as text (``NewJob`` fields are validated strings and numbers), and the
-statement is prepared once per connection under a fixed name and then executed with one
-Bind/Execute message. Measured by ``bench/run.py`` W1: see the CHANGELOG.
-
-Only for connections the driver owns (its pool, autocommit): a caller's ``conn=`` takes the
-ordinary psycopg path, since its transaction and its prepared statements are the caller's.
-Through PgBouncer in transaction mode, protocol-level prepared statements need PgBouncer 1.21+
-with ``max_prepared_statements`` set, as psycopg's own prepared statements do.
-Errors come back as the psycopg exception the cursor would have raised (``error_from_result``),
-so the driver translates them as it translates every other error.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

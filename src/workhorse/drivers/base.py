@@ -1,28 +1,8 @@
 """The storage interface, private to workhorse: ``Driver``, as role protocols, and the records it speaks.
+Not a plug-in point: PostgreSQL is the queue, the memory driver a test double (``POSTGRES_ONLY``
+for the rest); every time a driver decides with comes from its own clock, never a worker's.
 
-Not a plug-in point. PostgreSQL is the one implementation of the queue (``PostgresDriver``, each
-role in ``postgres_<role>.py``). ``MemoryDriver`` is a test double for users' unit tests: it keeps
-enqueue, claims and settles (flow control's caps enforced), steps and events and the reads, and
-refuses the rest with ``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps
-on both, and every other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
-``now()`` in Postgres, the injected clock in memory. Workers never compare their own clock with a row.
-
-The roles, each a protocol; ``Driver`` is all of them:
-
-    SchemaRole     migrate, check_schema, close
-    EnqueueRole    enqueue_many (in the caller's transaction too), enqueue_many_sync, enqueue_ready
-    WorkRole       claim, heartbeat, register/deregister_worker, settle, record_progress
-    OperateRole    get_job, list_jobs, list_workers, the verbs, bulk, pauses, snapshot, rollup_counters
-    StepsRole      list_steps, put_step, sleep_step, wait_step
-    EventsRole     publish_event (and its sync twin), purge_expired_events
-    LeadershipRole leader_round, release_leader, open_handover, read_schedule: the scheduler's
-                   lease row and its rounds (``drivers/leadership.py``, with the records they speak)
-    RetentionRole  purge: finished jobs by state with their steps, expired events, gone workers, ...
-
-Two roles are optional: the wake-ups (``drivers/wakeups.py``, ``WakeupSource``), and the rescue of
-lapsed leases (``RescueRole`` below, ``workhorse.rescue``: PostgreSQL's; the memory driver's claim
-takes back its lapsed leases itself). The records live in ``drivers/records.py``; every one is
-importable from here too.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

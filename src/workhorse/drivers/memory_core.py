@@ -2,12 +2,7 @@
 clock, the subscribers, and the schema role. ``MemoryDriver`` (``memory.py``) and its steps and
 events (``memory_steps.py``) build on it.
 
-The injected clock is this driver's database clock (``now()`` in Postgres): it is read once per
-call, so one call decides with one instant, as one statement does. Payloads, results and errors
-are kept as JSON text and decoded on every read, so mutating a dict after enqueue changes nothing
-stored, and a tuple comes back as a list. All state sits under one ``threading.Lock``: methods are
-``async`` (refusals raise on await, as in Postgres) but do their work synchronously, never
-holding the lock across an await.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

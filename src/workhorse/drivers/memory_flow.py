@@ -1,13 +1,8 @@
 """Flow control on the memory driver: the claim PostgreSQL makes with FLOW_CLAIM, under the
 driver's one lock instead of FLOW_CLAIM's advisory lock, with the same caps counted the same way
-(that module's docstring has the rules; the contract suite holds both drivers to them).
+(the contract suite holds both drivers to them).
 
-A run holds a slot of every cap it counts toward while its row is 'running' with a lease that has
-not lapsed, so a heartbeat renews its slots and a killed holder's slots free when its lease lapses.
-A claim frees such a lapsed slot by taking the row (re-taken, or buried on its final attempt) or,
-when it may not run it, by moving its claim counter (revoked): the holder's next renewal misses
-and it cancels the run (JOB_SLOT_LOST). A job over any cap is passed over, ready and unspent;
-``when_busy='fail'`` settles it failed with JOB_KEY_BUSY instead, its body never run.
+Design: docs/guides/flow-control.md, docs/how-it-works/leases.md
 """
 
 from __future__ import annotations

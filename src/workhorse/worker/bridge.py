@@ -1,10 +1,6 @@
 """The bridge between the worker's two loops.
 
-Job bodies run on the *body loop* (the loop that called ``Worker.run()``; plain ``def`` bodies in
-its thread pool). Claims, renewals and settles run on the *control loop*, in a thread of its own.
-Everything that crosses between them goes through here, batched so that crossing is cheap: runs
-started together cross to the body loop in one wake-up, and the verdicts of one turn of the body
-loop cross back to the control loop together.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """The claimer: the claim loop, its back-off, and the hand-back of jobs claimed but never started.
 
-What to claim and when is decided by pure functions over the loop's memory (``ClaimState``), so
-the decision can be tested without a database, a loop or a clock:
-
-* ``choose`` — which claim to send: the *lean* claim (due jobs only) or the *full* one, which
-  also sweeps lapsed leases and says when the next job or lease comes due. While claims come
-  back full the lean one is enough, with a full one at least every SWEEP_EVERY; an idle worker
-  woken by a notify for a due job sends the lean claim first (the job starts one statement
-  sooner) unless a due time changed meanwhile, a sweep is owed, or the time the last sweep
-  named has come.
-* ``ClaimState.answered`` — what the answer teaches: when to look next, and whether a lean claim
-  that came back short owes a sweep now.
-* ``idle_wait`` — how long to sleep when there is nothing to claim.
-
-The loop itself (``Claimer.run``) only carries those decisions out. Claimed runs go to ``take``
-(the worker holds and starts them).
-
-Under flow control (``flow``: the app declares caps) every claim is the flow claim, which sweeps
-and enforces the caps in its statement: a job over a cap is never claimed, so none is handed
-back. When a claim took some jobs and passed others over for a cap (``held_back``), it may have
-taken fewer than it could (see ``_db/queries/flow.py``), so the loop claims again at once; when
-it took none, the loop rests until a settle frees a slot (a flow worker's settle wakes the
-queue), the next due time (a lease that may lapse, a rate window reopening) or the poll.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The clock a worker keeps its lease windows by.
 
-A lease lapses on the database's clock whether or not this process was running: a SIGSTOP, a GC
-pause, a VM migration or a laptop's sleep all let windows close while the worker saw nothing. So
-every lease window (the time its claim or last renewal was sent, the heartbeat's schedule, the
-checks before a run starts and before a settle is given up) is read from a clock that keeps
-counting while the machine is suspended: ``CLOCK_BOOTTIME`` on Linux and ``CLOCK_MONOTONIC`` on
-macOS (where ``time.monotonic`` stops during sleep on both). Elsewhere, ``time.monotonic``.
-Durations that are not lease windows (a body's run time, back-off sleeps) stay on ``time.monotonic``.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

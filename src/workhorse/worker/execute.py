@@ -1,12 +1,6 @@
 """One claimed job, run on the body loop: the body, its deadline, and the verdict it earns.
 
-A deadline CANCELS the body first, then fails the attempt. An async body is cancelled at its next
-await; a sync body runs in the worker's thread pool, is told through ``ctx.cancelled``, and keeps
-its slot until its thread returns — whatever it returns after its deadline is never written.
-
-A run that suspends itself (``ctx.step.sleep``, ``ctx.step.wait_for_event``) has already written
-its row ``suspended`` in the step's own fenced statement; its verdict writes nothing more. A step
-write that finds the claim gone (``LeaseLostError``) ends the attempt with nothing written.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The worker's lease side: its registry row, the heartbeat that renews every held lease, and the
 watch on the body loop.
 
-Runs on the control loop (``Heartbeat.run`` is one of its tasks). It reads the leases to renew
-from the table of held runs and cancels a run through the callback it was given; it owns the
-schedule and the window arithmetic, nothing else.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The table of held runs: the one owner of what a worker holds.
 
-Every claimed run is here from its claim until its settle landed (or it was let go), with the
-busy slots per queue, the buffer of runs claimed ahead of a free slot, and the moving average
-of body run time that decides how far ahead to claim. Both loops touch it (bodies finish on the
-body loop, claims and settles on the control loop), so every read and write takes its lock;
-nothing else keeps a copy.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -2,10 +2,7 @@
 know (a script run as ``__main__`` that enqueued ``__main__.hello``, a job renamed or not yet
 deployed). The claim only ever asks for known names, so such a job would wait in silence.
 
-Cheap on purpose: one ``snapshot`` read (state counts by queue and name, one statement) on the
-settle connection, idle then, as the worker starts, again every CHECK_EVERY seconds while the worker
-holds nothing (half a statement a minute on an idle worker), and once at the end of a burst run.
-Each (queue, name) is logged at WARNING at most once per WARN_EVERY seconds.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The per-minute counter series the dashboard's charts draw (``app.admin.counter_minutes``).
 
-COUNTER_MINUTES sums the 'minute' tier rows of the last ``minutes`` minutes per (bucket, queue),
-over the queue's job names: at most minutes x queues rows to answer (a chart a queue). It is a
-range scan of the counters primary key (tier, bucket, queue, name): ``tier`` equal, ``bucket``
-from a bound, so it reads only the hour's rows, however long the history beside them. Minute rows
-are folded into hours only when older than two hours (ROLLUP_MINUTES), so the last hour is always
-in the minute tier.
-Ordered by bucket, then queue in code point order (as Python sorts)."""
+Design: docs/reference/schema.md
+"""
 
 COUNTER_MINUTES = """
 select c.bucket, c.queue, sum(c.completed)::bigint as completed, sum(c.retried)::bigint as retried,
