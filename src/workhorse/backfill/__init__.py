@@ -1,18 +1,8 @@
 """Backfills: batched data migrations declared in code, resumable, gated, ledgered.
+Modules: ``declaration``, ``errors``, ``passes`` (the pass job), ``api``, ``queries`` and
+``postgres`` (the ledger). PostgreSQL only (``POSTGRES_ONLY`` on the memory driver).
 
-::
-
-    @app.backfill("fill-slugs", tenant="none", batch_size=500,
-                  environments=("production", "staging"), requires=None, count=count_missing)
-    async def fill_slugs(conn, cursor, limit):     # conn: psycopg AsyncConnection, in a transaction
-        ...                                         # change up to `limit` rows after `cursor`
-        return Batch(last_id, rows=n)               # or a bare cursor; None when the sweep is done
-
-The modules: ``declaration`` (Backfill, Batch, AppMigration, the checksum, ``WORKHORSE_ENV``),
-``errors`` (the refusals), ``passes`` (the pass job, its batches, the dry run), ``api`` (start,
-dry_run, status, check_pending). The ledger's SQL is ``backfill/queries.py``, run by
-``backfill/postgres.py``. PostgreSQL only: on the memory driver every call but the
-declaration is refused (``POSTGRES_ONLY``).
+Design: docs/guides/backfills.md
 """
 
 from workhorse.backfill.api import (

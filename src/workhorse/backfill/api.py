@@ -1,9 +1,6 @@
 """The library's face of backfills: declare, start a pass, dry-run, list, the deploy gate.
 
-``start`` writes the pass's ledger row and enqueues its job in one transaction, under a lock on
-the backfill's name: two starts of one name serialise, and the second finds the first live
-(``BACKFILL_RUNNING``). A running row whose job is no longer live (cancelled, dead, removed) is
-ended ``failed`` there, so the name is free again.
+Design: docs/guides/backfills.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """A pass: the built-in job ``workhorse.backfill`` that applies a declared backfill batch by batch.
 
-Each batch is one transaction on the pass's own connection to the app's database:
-
-1. lock the pass's ledger row (``FOR UPDATE``) and read the cursor committed there;
-2. call ``fn(conn, cursor, limit)``, which changes up to ``limit`` rows after ``cursor``;
-3. write the cursor it answered, the rows it reported (for a bare cursor: the rows the transaction
-   wrote, as the server counts them) and one more batch to the same row; when it
-   answered ``None`` (the sweep is over) also ask ``count`` and end the row ``completed``, or
-   ``stalled`` while the count still answers rows;
-4. commit: the batch's writes and its checkpoint become durable together, or neither does.
-
-So a worker killed anywhere in a batch leaves the batch wholly unapplied and the cursor where the
-last commit put it; the next claim of the job resumes from there. Two runners of one pass (a worker
-frozen past its lease, and the one that claimed the job after it) queue on the row lock and each
-reads the cursor the other committed: no batch is applied twice, none is skipped.
-
-Between batches the pass reports ``ctx.progress``, hands itself back when its worker drains
-(``ctx.hand_back()``: ready again, attempt unspent), and waits out ``pause`` / ``rows_per_second``.
-An operator's cancel or a lapsed lease cancels the body at its next await; an unfinished batch
-rolls back with its connection.
+Design: docs/guides/backfills.md
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The backfill ledger on PostgreSQL (``workhorse.backfill``): one dedicated connection per pass
 or dry run, its statements (``backfill/queries.py``), and the transactions a batch runs in.
 
-The connection is in autocommit between transactions; each batch is one ``transaction()`` block,
-so a backfill's function gets the connection (psycopg's default tuple rows) with a transaction
-open, and anything it does commits (or rolls back) with the batch's checkpoint.
-``transaction(rollback=True)`` is the dry run's: it always rolls back. Our own statements'
-errors are translated (``DatabaseError``); a function's own errors reach the caller as raised.
+Design: docs/guides/backfills.md
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The backfill ledger (``workhorse.backfill``): ``{schema}.backfill_passes``, one row per pass.
 
-A batch is one transaction on the pass's own connection: ``LOCK_ROW`` takes the pass's row
-(``FOR UPDATE``) and reads the committed cursor, the declaration's function applies the batch,
-``CHECKPOINT`` moves cursor, rows and batches, and the commit makes both durable together or
-neither. A second runner of the same pass (a worker whose lease lapsed while it was frozen)
-waits on that row lock and then reads the cursor the first one committed, so it continues
-after it: no batch is applied twice or skipped.
-
-Starting a pass takes ``LOCK_NAME`` (transaction-scoped) so two starts of one name serialise;
-the partial unique index ``backfill_passes_one_running`` holds one running pass per name anyway.
+Design: docs/guides/backfills.md
 """
 
 LOCK_NAME = "select pg_advisory_xact_lock(hashtext('workhorse:backfill:' || %(schema)s || ':' || %(name)s))"

@@ -1,35 +1,7 @@
 """The claim that enforces flow control (``workhorse.limits``): fleet-wide caps by job name, by key,
 by tenant, by queue and in total, and a sliding rate window per tenant.
 
-Slots are not rows of their own. A run holds a slot of every cap it counts toward while its job
-row is 'running' with a lease that has not lapsed: renewing the lease (HEARTBEAT, one statement
-for every lease a worker holds) renews its slots, and a holder that was killed or frozen past its
-lease frees them. So a cap is a count over the jobs table, and counting is exact only when no two
-claims count at once. FLOW_CLAIM's first CTE (`gate`) takes one advisory lock per schema, and it
-counts through two VOLATILE functions (migration 012) called with the lock's row, whose queries
-take their own snapshots after the lock was granted, so they see whatever every earlier claim
-committed. It is ONE statement, sent in autocommit: the server ends its transaction, and the lock,
-when the statement ends, so a worker frozen mid-claim (SIGSTOP, a pause) holds no lock while it is
-frozen. (A claim taking the lock in a statement of its own would hold it until its COMMIT arrived.)
-The due arm's rows come from the statement's own snapshot: a row an earlier claim took meanwhile
-is re-checked by FOR UPDATE and skipped. Settles, renewals and the plain CLAIM take no lock: they
-only ever free slots.
-
-A lapsed lease is a freed slot only once FLOW_CLAIM has locked its row (`freed`): a renewal that
-lands first wins (its row is no longer lapsed when the lock is granted), one that comes after finds
-the claim counter moved (the row was re-claimed, buried or `revoked`) and renews nothing, so its
-worker cancels the run (JOB_SLOT_LOST) and it writes nothing. A lapsed row another statement holds
-locked right now is counted as held. `freed` also locks the lapsed leases on the claim's own queues
-under its own names that no cap counts (`lapsed_ours`), so a worker under flow control re-takes
-every lapsed job it may run, as the plain CLAIM does; a lapsed job no claim may take (a paused
-queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.leader.rescue``).
-
-A job over any cap is not taken: it stays ready, its attempt unspent. Candidates are walked in
-claim order (`walk`, a recursive CTE over at most the claim's slots) and each is taken only when
-every cap it counts toward has room after what is held and what the walk took, so a claim never
-exceeds a cap. The due arm skips jobs whose name, tenant or key is already full (and the
-rate-spent tenants), so one tenant's backlog does not fill every claim; a candidate passed over
-because the walk filled its cap says so (`held`), and the worker claims again at once.
+Design: docs/guides/flow-control.md
 """
 
 from workhorse._db.queries.jobs import CLAIM_RETURNING, CLAIM_TAKES, LAPSED_ERROR, claim_answer, errors_appended

@@ -1,23 +1,7 @@
 """Flow control as declared: ``Concurrency``, ``Limits`` and ``Rate``, screened at construction,
 and the ``FlowRules`` a worker hands its driver's claim.
 
-Every cap is fleet-wide. It is enforced where jobs are claimed, by the statement that claims them,
-never by a counter in one process: a job over any cap is simply not taken (it stays ``ready``, no
-attempt spent, no ``last_error``), so nothing has to be handed back. What each cap counts:
-
-* ``concurrency=N`` on ``@app.job``: running runs of that job name.
-* ``Concurrency(limit, key=fn)``: running runs of that job name per key; the key is
-  ``fn(payload)``, evaluated at enqueue and stored with the row. ``when_busy="fail"`` settles a
-  run whose key is at its cap ``failed`` with ``JOB_KEY_BUSY`` instead of leaving it ready.
-* ``Limits(per_tenant=)``: running runs per tenant (jobs declared ``tenant="none"`` have no
-  tenant and are not counted); ``per_queue=``: per queue (an int for every queue, or a dict by
-  queue name); ``total=``: every running run of the app.
-* ``Limits(rate_per_tenant=Rate(n, per=))``: at most ``n`` runs of one tenant started in any
-  window of length ``per`` (sliding, so a boundary never allows ``2n``).
-
-A run holds its slot as long as it holds its lease: the heartbeat that renews the lease renews
-the slot, and a lease that lapses (the holder was killed or frozen) frees it. Zero is a hard
-stop: nothing under that cap starts.
+Design: docs/guides/flow-control.md
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The transactional outbox: jobs staged in the caller's own transaction, in any PostgreSQL
 database, and moved into the queue by a relay (``workhorse.outbox.relay.Relay``, ``workhorse relay``).
 
-``Outbox(app).stage(conn, handle, payload, ...)`` validates exactly as ``handle.enqueue`` does
-(``JobHandle.build``: payload, tenant, key, delay, priority), then writes ONE row to
-``{schema}.outbox`` on ``conn`` and nothing anywhere else: the job exists in the queue if and only
-if that transaction commits. The row's id (a UUIDv7, ``workhorse.ids``) is the job's id. The stage
-statement also sends a NOTIFY, delivered at COMMIT, that wakes the relay.
-
-``outbox.migrate(conn)`` (``workhorse outbox migrate --source URL``) installs the staging table
-from ``_db/outbox_migrations/``, recorded in ``{schema}.outbox_migrations`` under an advisory lock.
+Design: docs/guides/outbox.md
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 relay's claim, mark and release, the retention purge, its own migration ledger) and the one
 statement the relay runs in the queue (ENQUEUE_STAGED).
 
-The staging table is ``{schema}.outbox`` in the source database, the schema the app's (``App(schema=)``);
-its ledger is ``{schema}.outbox_migrations``, apart from the queue's, so one database may be both.
+Design: docs/guides/outbox.md
 """
 
 from workhorse._db.queries.jobs import timed_rows

@@ -1,35 +1,7 @@
 """The outbox relay: moves the rows staged in source databases (``workhorse.outbox``) into the
 queue, each row exactly one job.
 
-One loop per source, each on one connection of its own to that source (``application_name``
-``workhorse:relay``), LISTENing on the outbox channel. A pass, repeated while batches come back
-full:
-
-1. **claim** a batch of pending rows no relay holds (``CLAIM``: ``FOR UPDATE SKIP LOCKED``, then a
-   lease, ``lease`` seconds on the source's clock): two relays never take one row at once, and the
-   rows of a relay that died come back when its lease lapses;
-2. **insert** them into the queue under their own ids (``ENQUEUE_STAGED``, one statement, its own
-   transaction), conflicts on the id or on a live idempotency key doing nothing;
-3. **mark** them published in the source (``MARK_PUBLISHED``), with each row's outcome.
-
-A relay killed between 2 and 3 leaves rows the queue already received; whoever claims them after
-the lease inserts nothing and marks them (outcome ``present``). The queue knows them by a tombstone
-per staged id (``{schema}.outbox_received``, written by ``ENQUEUE_STAGED`` before the job), not by
-the job, which may be finished and purged (or removed) by then. So every committed staged row
-becomes exactly one job, and a rolled-back one never existed to be claimed.
-
-Wake-ups: a stage's NOTIFY (sent at its COMMIT) wakes the loop at once; without one, the loop
-claims again every ``poll_interval``, which is the guarantee (and, on a LISTEN session that died,
-the probe that finds it dead). Retention: every ``purge_every`` the loop removes published rows
-older than ``retention`` from its source, a bounded batch a statement; at the same cadence (once
-for all the loops) the relay removes the queue's tombstones older than ``max(retention, 7 days)``,
-so a tombstone outlives its published row, and a row left pending by a dead relay is still known
-for at least a week. ``retention=None`` keeps both.
-
-Shutdown, like the worker's two phases: the first SIGTERM or SIGINT (or ``stop()``) stops
-claiming; a pass in flight finishes its batch (insert and mark), then every loop closes its
-connection and ``run()`` returns its ``RelayStats``. A second signal cuts off at once: the batch
-in flight, if any, comes back after its lease.
+Design: docs/guides/outbox.md
 """
 
 from __future__ import annotations

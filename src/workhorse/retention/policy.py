@@ -1,25 +1,6 @@
 """Retention: how long what only grows is kept, and the purge that removes the rest.
 
-``App()`` keeps a policy by default (``DEFAULT_RETENTION``); ``App(retention=None)`` keeps
-everything. The fleet's scheduler leader purges on its own cadence (``every``, hourly by
-default); ``workhorse purge`` (``app.admin.purge()``) does it now. What each target removes:
-
-====================== ===========================================================================
-``done``               jobs finished ``done`` longer ago than this (their steps go with them)
-``cancelled``          jobs cancelled longer ago than this
-``failed``             jobs failed for good (``dead_letter=False``) longer ago than this
-``dead``               dead-lettered jobs, longer ago than this
-``events``             stored events expired longer ago than this (``0``: at their expiry)
-``workers``            registry rows of workers gone (expired) longer ago than this
-``flow_starts``        per-tenant rate stamps older than this (never less than the app's rate window)
-``counters``           day counters older than this (minute and hour counters are folded into days)
-``webhook_deliveries`` webhook delivery ledger rows older than this, by attempt (``created_at``)
-====================== ===========================================================================
-
-A target set to ``None`` is kept forever. A live job (ready, delayed, running, suspended) is
-never purged, whatever its age. An idempotency key holds only while its job is live, so purging
-a finished keyed job lets in nothing its finishing had not already let in. The memory driver has
-no webhooks: its ``webhook_deliveries`` count is always 0.
+Design: docs/guides/retention.md
 """
 
 from __future__ import annotations

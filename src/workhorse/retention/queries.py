@@ -1,17 +1,7 @@
 """The retention purge (``workhorse.retention``): one target per statement, one small batch per
 statement, each batch its own transaction.
 
-Every batch picks its rows with ``FOR UPDATE SKIP LOCKED`` and deletes exactly those, so two
-purges running at once (two leaders across a hand-over, a person's ``workhorse purge`` beside
-the leader's) never wait on each other and never delete a row twice, and a row another statement
-holds right now (an operator's requeue of a finished job) is left for the next batch. A finished
-job goes with its steps (the foreign key cascades); each batch answers how many steps went too.
-
-A finished job's age runs from ``finished_at``. Live jobs (ready, delayed, running, suspended) are
-never candidates: the statements name the finished states literally, which is also what lets
-PostgreSQL prove ``jobs_finished_idx``'s predicate and walk it, oldest finish first.
-
-``COUNT_*``: the same rows, counted, for a dry run (no lock, nothing written).
+Design: docs/guides/retention.md
 """
 
 # A batch of finished jobs of one state, older than `age` seconds.

@@ -1,30 +1,6 @@
 """Durable steps: ``ctx.step.run``, ``sleep``, ``sleep_until`` and ``wait_for_event``.
 
-A job body becomes a workflow by naming its units of work::
-
-    charge = await ctx.step.run("charge", charge_card, order["id"])   # stored before it returns
-    await ctx.step.sleep("cool-off", "1h")                           # suspends: no worker, no attempt
-    shipped = await ctx.step.wait_for_event("shipped", "order.shipped", key=order["id"], timeout="7d")
-
-How it works:
-
-- **Replay by name.** A run reads every recorded step of its job with ONE query the first time it
-  steps. A step recorded ``done`` answers its stored result without calling its function again, so
-  a run that crashed, retried or resumed after a suspension continues where it left off. Step
-  names are the replay key: a second step of the same name in one run is refused
-  (``STEP_DUPLICATE``), never overwritten, and a run that reaches a recorded position under a
-  different name (its code changed mid-flight) is parked (``STEP_REPLAY_MISMATCH``).
-- **Fenced writes.** Each result is written before ``run`` returns, in a statement fenced on the
-  run's claim: an attempt that was cancelled, or whose lease another worker took over, writes no
-  step (``LeaseLostError`` inside the body).
-- **Suspension is control flow.** ``sleep`` and a wait with nothing to answer it yet record the
-  step AND suspend the job in one statement (state ``suspended`` until due, attempt given back),
-  then end the body by raising ``StepSuspension`` — a ``BaseException``, so an ``except Exception``
-  in the body does not swallow it. The worker's slot frees at once; a later claim resumes the run.
-- **One clock.** Sleep ends, wait starts, deadlines and event times are the database's clock.
-
-Steps need an ``async def`` body: a plain ``def`` body runs in a thread that cannot await them.
-A step's function may be sync (run in a thread) or async.
+Design: docs/guides/steps.md
 """
 
 from __future__ import annotations

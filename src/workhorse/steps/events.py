@@ -1,11 +1,6 @@
 """Stored events: what ``app.publish_event`` writes and ``ctx.step.wait_for_event`` waits for.
 
-Events are stored, never broadcast. A publish inserts one row (stamped with the database's clock)
-and, in the same statement, wakes every run suspended on a matching wait; a run that was queued,
-suspended or between workers when the event arrived still finds it when it resumes. A wait
-matches an event of the same name and the same key (``None`` matches only events published
-without a key) published at or after the wait began. Events expire after their ``ttl`` (7 days by
-default); an expired event never answers a wait, and ``app.purge_expired_events()`` deletes them.
+Design: docs/guides/steps.md
 """
 
 from __future__ import annotations

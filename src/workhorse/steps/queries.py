@@ -1,15 +1,6 @@
 """Statements over ``{schema}.steps`` and ``{schema}.events``: durable steps, suspension, events.
 
-Every step write is fenced on the claim, like a settle: it names the job, the worker and the
-claim number, and lands only while that row is still ``running`` under them. The fence row is
-locked (``for share`` / ``for no key update``) so a concurrent cancel or re-claim either happens
-entirely before the write (and the write misses) or waits for it.
-
-Time is the database's. Waits and events are stamped with ``statement_timestamp()``: a wait and a
-publish of the same (name, key) are serialised by ``EVENT_LOCK`` (a transaction-scoped advisory
-lock taken in the statement before), so the later one's statement starts after the earlier one
-committed. That makes "published at or after the wait began" and "the publish saw the wait" the
-same fact: a publish either finds the run's wait and wakes it, or the wait finds the event.
+Design: docs/guides/steps.md
 """
 
 # Serialises a wait and a publish on one (event name, key) within a schema. Taken in its own

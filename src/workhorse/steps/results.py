@@ -1,14 +1,6 @@
 """``await app.wait(ref, timeout=...)``: the finished job, without hand-written polling.
 
-Answers the job once it is ``done``, ``failed``, ``dead`` or ``cancelled`` (read ``job.result``,
-``job.last_error``); raises ``WAIT_TIMEOUT`` when ``timeout`` passes first (the job is untouched:
-it keeps running) and ``JOB_NOT_FOUND`` for an id with no job (or one removed meanwhile).
-
-It waits on the settle's wake-up, not in a tight loop: on PostgreSQL a LISTEN session on the
-settled channel (``drivers/settled.py``: SETTLE_MANY notifies the ids of the runs it finished),
-on the memory driver a subscription to its settles. NOTIFY is a hint: the job is also re-read
-every ``POLL`` seconds, which is how an operator's cancel, a burial by the claim or a notification
-queue over half full are seen.
+Design: docs/guides/steps.md
 """
 
 from __future__ import annotations

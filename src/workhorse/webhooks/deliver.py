@@ -1,21 +1,6 @@
 """The delivery job: one event to one endpoint, one attempt per run.
 
-Registered by ``App(webhooks=WebhookPolicy(...))`` under the reserved name
-``workhorse.webhooks.deliver`` on the policy's queue, so any worker process that imports the app
-serves it. Its payload names the endpoint and carries the message id and the exact body bytes
-(as text): never the secret, which the attempt reads from the endpoint row when it signs and
-keeps in a local only. It takes no steps: a step's output is stored, and the endpoint holds the
-secret.
-
-An attempt, in order: read the endpoint (disabled: a ``skipped`` row, and the job ends
-dead-lettered; re-enable and ``workhorse requeue`` it); check the URL and resolve and check its
-address (refused: a ``refused`` row that counts as a failure); if the worker is draining, hand
-the job back unspent before any socket opens; POST; record the answer in the ledger (fenced on
-this run, moving the endpoint's failure count and disabling it at the threshold, in one
-statement) and only then settle: 2xx returns, 410 and a disable end the job, 429/503 with a
-``Retry-After`` retry at that time (clamped by ``retry.max_delay``, spread up to 10% later),
-anything else raises ``WebhookDeliveryError`` for the job's backoff. A cancelled attempt (its
-deadline, a lost lease, a drain's cut-off) records nothing.
+Design: docs/guides/webhooks.md
 """
 
 from __future__ import annotations

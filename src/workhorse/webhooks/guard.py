@@ -1,13 +1,6 @@
 """The SSRF guard: which URLs an endpoint may have, and which addresses a delivery may connect to.
 
-A URL is checked when the endpoint is added and again at every delivery (the policy may have
-changed): ``https`` only unless ``allow_http``, a host (IDNA-encoded: the ASCII name is what is
-resolved and sent), no credentials, nothing httpx would refuse to send. At delivery the host is
-resolved (within the policy's ``timeout``), EVERY address it resolves to is checked, and the
-request connects to the checked address itself (``wire.py`` puts it in the URL and keeps the name
-for ``Host`` and TLS), so a name that resolves to a public address when checked and to 127.0.0.1
-when connected (DNS rebinding) never reaches the second answer. A name with any refused address is
-refused, even if it also has a public one.
+Design: docs/guides/webhooks.md
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Webhooks (``workhorse.webhooks``): endpoints, the delivery ledger, and the one statement that
 records an attempt and moves its endpoint's failure count in the same transaction.
 
-Only ``ENDPOINT_SECRETS`` and ``ENDPOINT_INSERT``/``ENDPOINT_ROTATE`` (which answer the new
-secret to the caller who made it) read the secret columns; every listing names its columns
-without them, so no operator read can print a secret by accident.
+Design: docs/guides/webhooks.md
 """
 
 # The columns an operator may see (never a secret).

@@ -1,11 +1,7 @@
 """The Standard Webhooks wire format, both halves: signing a delivery and verifying one. Pure:
 no I/O, no HTTP client, no clock but the one passed in (``now``).
 
-A secret is ``whsec_`` followed by the base64 of its key bytes. A delivery carries three
-headers: ``webhook-id`` (the message id, the same on every attempt, for the receiver to
-deduplicate), ``webhook-timestamp`` (Unix seconds of this attempt) and ``webhook-signature``, one
-or more space-separated ``v1,<base64 HMAC-SHA256 of "id.timestamp.body">``: during a rotation's
-grace period a delivery is signed with both secrets, so a receiver holding either verifies it.
+Design: docs/guides/webhooks.md
 """
 
 from __future__ import annotations

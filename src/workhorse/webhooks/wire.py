@@ -1,13 +1,6 @@
 """One POST on the wire (httpx, imported here only), and what its answer means.
 
-The request goes to the address the guard checked, written into the URL, with the endpoint's
-name kept for ``Host`` and for TLS (SNI and certificate verification, through httpx's
-``sni_hostname`` extension), so nothing resolves the name a second time. Redirects are never
-followed, proxies from the environment are never used (either would send a body signed for one
-host somewhere else), and one client is made per attempt, so no connection outlives its attempt
-or is shared between two names on one address. ``timeout`` bounds the whole attempt, from the
-connect to the last byte of the excerpt read; a cancelled attempt (its deadline, a lost lease,
-a drain's cut-off) closes its connection on the way out.
+Design: docs/guides/webhooks.md
 """
 
 from __future__ import annotations
