@@ -1,12 +1,7 @@
 """The ``workhorse`` command line (click + rich). ``main`` is the console script.
+One module per concept (``run``, ``tasks``, ``jobs``, ``verbs``, ``queues``, ``retention``, ...).
 
-One module per concept: ``main`` (root options, app loading, refusals), ``run`` (migrate,
-worker), ``tasks`` (scheduler, tasks), ``fleet`` (workers), ``jobs`` (ls, show), ``verbs`` (the
-operator verbs, on one job or ``--all`` in a state), ``queues`` (pause, resume, stats),
-``retention`` (purge), ``export``, ``backfill`` (backfill ls, run), ``outbox`` (outbox migrate,
-relay), ``webhooks`` (webhooks ls, deliveries, enable, disable), ``metrics`` (the Prometheus
-exposition, once or served), ``dashboard`` (the web dashboard), ``db`` (the embedded server),
-``demo``.
+Design: docs/reference/cli.md
 """
 
 from workhorse.cli import (

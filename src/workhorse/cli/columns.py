@@ -1,12 +1,7 @@
 """Tables that fit the terminal: key columns whole, the rest by priority, and a line saying what
 was left out.
 
-A ``Column`` is its header and cells. ``key`` columns always show and are never cut (a job's id,
-name, queue and state; a queue's counts): a name folded over two lines cannot be copied. The
-other columns join in ``priority`` order (lowest first) while they fit; one that ``shrinks`` (an
-error, a progress message) takes what is left, cut with an ellipsis, down to its ``shrinks``
-width. ``fit`` answers the table and the headers left out, and ``hidden_note`` the one line that
-says so: "2 columns hidden (created, run at): widen the terminal or use --json".
+Design: docs/reference/cli.md
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``dashboard``: serve the web dashboard (``workhorse.dashboard``) with uvicorn until stopped.
 
-Bound to loopback it may run without a token, and then answers only requests for a loopback host
-name (``Host: 127.0.0.1:PORT``, ``localhost``, ``[::1]``; any other is DASHBOARD_HOST_REFUSED, so a
-page whose name is re-pointed at 127.0.0.1 cannot read or act on it); on any other address it
-refuses to start without one (``--token`` or WORKHORSE_DASHBOARD_TOKEN). The extra's packages
-are imported only here, when the command runs, so ``workhorse --help`` never loads them."""
+Design: docs/reference/cli.md
+"""
 
 from __future__ import annotations
 

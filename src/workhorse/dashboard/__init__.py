@@ -1,14 +1,8 @@
 """``workhorse.dashboard``: the web dashboard, an ASGI app over ``app.admin``.
+Modules: ``security``, ``web``, ``actions``, ``views``, ``charts``; its packages (the
+``workhorse[dashboard]`` extra) are imported only when a dashboard is made.
 
-``make_asgi_app(app, token=..., read_only=..., root_path=...)`` answers a Starlette application to
-serve with any ASGI server or to mount under a path of a FastAPI or Starlette app;
-``workhorse dashboard`` serves one with uvicorn. The pages read and act only through
-``app.admin``; every value from the database goes through Jinja2 with autoescape on.
-
-The modules: ``security`` (token, session cookie, CSRF, origin check, loopback), ``web`` (routes,
-pages, actions), ``views`` (records to what the templates show), ``charts`` (inline SVG).
-Its dependencies are the ``workhorse[dashboard]`` extra, imported only when a dashboard is made, so
-``import workhorse`` never pays for them.
+Design: docs/guides/dashboard.md
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The dashboard's actions: every one a POST, refused in read-only mode, then checked for its
 origin and CSRF token, then confirmed, then done through ``app.admin``.
 
-Confirmation works with and without script: the page's script asks ``confirm()`` and adds
-``confirm=yes``; a form posted without it is answered with a page asking to confirm, whose button
-posts it again with ``confirm=yes``. Either way a bulk verb's question says how many jobs it moves:
-the script reads it from ``GET /bulk/<verb>/count`` (a dry run) before it asks. A refused verb
-answers the CLI's code, cause and fix."""
+Design: docs/guides/dashboard.md
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """The dashboard's security rules, as plain functions over headers and values (no web framework).
 
-- **Token.** With a token, every request must carry it: ``Authorization: Bearer T``, or
-  ``?token=T`` once (answered with a session cookie and a redirect that drops it from the
-  address), or that cookie. Compared in constant time. Without one, nothing is asked, and only a
-  request naming a loopback host (``Host: localhost``, ``127.0.0.0/8`` or ``[::1]``, any port) is
-  served; any other is DASHBOARD_HOST_REFUSED (``check_host``). Listening on loopback is not enough:
-  a page of another site whose name the attacker re-points at 127.0.0.1 (DNS rebinding) is
-  same-origin with its own name, and would read every page and post every form; its requests
-  carry that name in ``Host``. ``check_bind`` refuses to listen beyond loopback without a token.
-- **Actions.** Only POST; each carries the CSRF token of its form (an HMAC of a secret made at
-  start, so a page of another site cannot know it) and comes with an ``Origin`` (or, without it,
-  a ``Referer``) naming this host: a form posted from elsewhere is refused before it is read.
+Design: docs/guides/dashboard.md
 """
 
 from __future__ import annotations

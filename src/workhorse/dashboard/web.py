@@ -1,17 +1,7 @@
 """The dashboard's ASGI application: the gate (token, security headers), the pages and the
 templates. The actions (POST only) are in ``workhorse.dashboard.actions``.
 
-Pages, each one ``app.admin`` read or two:
-
-=====================  ========================================================================
-``/``                  every queue: jobs by state, oldest ready, throughput and failure rate over
-                       the last hour with a bar a minute; refreshed in place by ``/overview/live``
-``/jobs``              ``workhorse ls`` as a page: the same filters as query parameters, keyset
-                       pages both ways (``after=`` / ``before=``)
-``/jobs/<id>``         one job: payload, result, progress, every attempt's error, the steps
-``/workers``           live workers and the scheduler's leader
-``/tasks``             cron tasks with their last and next occurrences
-=====================  ========================================================================
+Design: docs/guides/dashboard.md
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The embedded PostgreSQL, one folder: a private dev/test server that workhorse starts for you
-when no database URL is given (``WORKHORSE_DATABASE_URL`` unset), under ``./.workhorse/`` or
-``WORKHORSE_HOME``.
+"""The embedded PostgreSQL, one folder: a private dev/test server workhorse starts when no database URL is given.
+It lives under ``./.workhorse/`` or ``WORKHORSE_HOME``. Modules: ``server`` (binaries, start once
+per home, stop, status), ``home`` (finding it, orphans), ``pid``.
 
-    server  finding the binaries, starting (once per home, under a file lock), stopping, status
-    home    where the home is (found upward as git finds ``.git``), whether a command may create
-            it, and the orphans: servers kept away for a home that no longer exists
-    pid     the server's pid file: which postmaster it names, a stale one cleared
+Design: docs/guides/embedded.md
 """
 
 from workhorse.embedded.home import (

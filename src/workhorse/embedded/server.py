@@ -1,51 +1,6 @@
 """The embedded PostgreSQL: a private dev/test server that workhorse starts for you.
 
-Every entry point resolves its database URL the same way: an explicit argument, else the
-``WORKHORSE_DATABASE_URL`` environment variable, else the server this module runs.
-
-Lifecycle:
-
-* **Home.** ``WORKHORSE_HOME``, else the nearest ``.workhorse/`` in the current directory or above it
-  (as git finds ``.git``), else ``./.workhorse/`` (where a new one is made). It holds ``data/`` (the
-  cluster), ``server.json`` (port and URL), ``postgres.log`` and ``lock``.
-* **Made only when asked.** ``ensure_started(create=False)`` (and every read-only command of the
-  CLI, through ``creation(allowed=False)``) starts an existing cluster but never runs ``initdb``: a
-  home without one is ``EMBEDDED_NOT_FOUND``, naming the directories searched.
-* **First use.** ``ensure_started()`` takes the file lock, runs ``initdb`` (into a scratch directory
-  renamed into place, so a half-made cluster is never mistaken for a real one), picks a free TCP
-  port once, records it in ``server.json`` and starts the server with ``pg_ctl``.
-* **Reuse.** Later calls, from any process that resolves the same home, find the server accepting
-  connections and return the same URL. The lock makes racing processes start it exactly once.
-* **Stop.** The server outlives the processes that started it; only ``stop()`` ends it. Nothing here
-  ever deletes the cluster. A server kept away (below) whose home was removed is an orphan:
-  ``stop_orphans()`` (run by every ``workhorse db`` command) stops it.
-
-This is a development and test server: ``fsync``, ``synchronous_commit`` and ``full_page_writes`` are
-off, so a machine crash (not a process crash) can lose or corrupt its data. Point
-``WORKHORSE_DATABASE_URL`` at a real server for data you need to keep.
-
-PostgreSQL refuses to run as root: as root, its binaries run as the ``postgres`` user (else
-``nobody``), who must be able to traverse the path to the binaries. When that user cannot traverse
-the path to the home (a home under ``/root``, a fresh ``mktemp -d``: 0700 directories), the cluster
-is **kept away** from it, and no permission on the user's directories is loosened:
-
-* **Where.** ``/var/lib/workhorse/<first 16 hex of sha256(resolved home path)>/`` holds ``data/``,
-  ``postgres.log`` and ``home`` (the home's path, so the directory says whose it is). It and
-  ``/var/lib/workhorse`` are root's, mode 0711: the server user traverses them and owns only
-  ``data/`` (0700) and its log. ``/var/lib``, not ``/var/tmp``: tmp cleaners (systemd-tmpfiles'
-  30 days on ``/var/tmp``) would delete the files of a cluster left idle.
-* **Tied to the home.** The home keeps ``lock`` and ``server.json`` (whose ``data`` names the
-  cluster). The place is derived from the home's path alone, so every process resolving the same
-  home finds the same cluster, two homes never share one (a ``home`` file naming another home is
-  refused), and a copied ``server.json`` cannot point a home at another's cluster.
-* **Which.** A cluster that exists (under the home, else away) is used where it is; a new one is
-  made under the home when the server user can traverse it (``o+x`` is added to the home itself, as
-  always), else away. A home moved to another path is another home. Removing a home does not
-  remove its cluster kept away: ``workhorse db stop``, then ``rm -r`` the parent of the ``data``
-  that ``workhorse db status`` names.
-* **Binaries.** A ``pgserver`` the server user cannot reach (in a ``.venv`` under ``/root/app``) is
-  passed over for ``pg_ctl`` on ``PATH`` or a system PostgreSQL; when there is none, starting a
-  server copies that install, once per build, to ``/var/lib/workhorse/pginstall-<hash>/``.
+Design: docs/guides/embedded.md
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """workhorse in a Django project (PostgreSQL backend, psycopg 3).
 
-Add ``"workhorse.contrib.django"`` to ``INSTALLED_APPS``; ``manage.py migrate`` then installs
-workhorse's tables (``migrations/``), and the App is configured by settings
-(``workhorse.contrib.django.settings``)::
-
-    # myproject/jobs.py
-    from workhorse.contrib.django import DjangoApp
-    app = DjangoApp()          # DATABASES["default"], schema "workhorse", options from settings.WORKHORSE
-
-    # settings.py
-    WORKHORSE = {"APP": "myproject.jobs:app"}   # or leave APP out: get_app() builds a DjangoApp
-
-- Enqueue inside Django's transaction: ``job.enqueue_sync(payload)`` within
-  ``transaction.atomic()`` on the App's alias joins the block by itself (``DjangoApp``); the job
-  exists if and only if the block commits. Any App takes ``conn=django.db.connection`` explicitly.
-- Django's Tasks framework on workhorse: ``workhorse.contrib.django.tasks.WorkhorseBackend``.
-- The admin (``admin.py``): jobs read-only, with requeue and cancel through ``app.admin``.
-- ``python manage.py workhorse_worker [--queues a,b] [--concurrency N] [--burst] ...`` runs the
-  worker with Django set up (every option of ``workhorse worker``).
-- Django closes a request's stale connections around each request; a worker has no requests, so
-  ``close_old_connections(app)`` (called by the command) wraps every plain ``def`` body of the app to
-  call ``django.db.close_old_connections()`` before and after it, on the body's own thread (Django's
-  connections are per thread). An ``async def`` body reaching the ORM goes through
-  ``sync_to_async``, whose thread Django manages itself.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The Django admin of workhorse's jobs: read-only pages, with requeue and cancel as actions.
 
-The list filters by state, queue, name and tenant without reading the whole table: a filter
-offers the values of the latest RECENT jobs (and the App's declared names and queues), and any
-value works from the address (``?tenant=org-7``); the pager counts at most COUNT_CAP rows.
-A job's page shows every column, its last
-error with the traceback, the failed attempts' errors and its step timeline (read through
-``app.admin.get``). Nothing is editable. The two actions go through the operator API
-(``app.admin.requeue`` / ``app.admin.cancel``) job by job, so they are fenced and counted as the
-CLI's verbs are, and a refusal is reported with the same code (``JOB_NOT_CANCELLABLE``,
-``JOB_NOT_REQUEUEABLE``, ``JOB_KEY_HELD``, ...). They need the ``change`` permission on jobs
-(``workhorse.change_job``); viewing needs ``view``.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

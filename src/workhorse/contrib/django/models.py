@@ -1,9 +1,6 @@
 """``Job``: an unmanaged, read-only Django model over workhorse's jobs table, for the admin.
 
-Django never creates, alters or writes this table (``managed = False``; the admin refuses adds,
-edits and deletes): workhorse's migrations own it, and every change goes through the operator
-API (``app.admin``), as the admin's requeue and cancel actions do. The table is
-``settings.WORKHORSE['SCHEMA']``'s ``jobs``, read at start-up.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """``ApplyWorkhorseMigration(N)``: the Django migration operation that applies workhorse's migration N.
 
-``workhorse.contrib.django`` ships one Django migration per workhorse migration file
-(``migrations/00NN_*.py``), so ``manage.py migrate`` installs and upgrades workhorse's schema and
-``manage.py sqlmigrate workhorse 00NN`` prints the SQL. Each applies its file exactly as
-``workhorse migrate`` would, and agrees with it in either order:
-
-- under the same transaction-scoped advisory lock as ``workhorse migrate`` (held until Django
-  commits the migration), so the two never apply a file at the same time;
-- only when workhorse's own ledger (``{schema}.migrations``) does not already record version N,
-  and recording it there when it applies it: a ``workhorse migrate`` afterwards finds nothing to
-  do, and a Django migration after ``workhorse migrate`` changes nothing.
-
-The schema is ``settings.WORKHORSE['SCHEMA']`` when the migration runs. The operation runs on the
-DATABASES alias workhorse uses (``settings.WORKHORSE['DATABASE']``); ``migrate --database other``
-leaves other databases alone. Forward only: there is no reverse (``migrate workhorse zero`` is
-refused), as workhorse's own migrations have none.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

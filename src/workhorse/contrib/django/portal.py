@@ -1,9 +1,6 @@
 """``call(fn)``: run workhorse's async operator API from Django's synchronous code (the admin, a view).
 
-One daemon thread per process runs an event loop; each call hands it a coroutine and waits for
-the answer. The App's driver for that loop (and its connection pool) lives as long as the
-process, so an admin action costs a pooled round trip, not a new connection. The call may come
-from any thread, with or without an event loop of its own running.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """What workhorse reads from Django's settings: ``settings.WORKHORSE`` and a ``DATABASES`` alias.
 
-``settings.WORKHORSE`` is a dict; every key is optional::
-
-    WORKHORSE = {
-        "DATABASE": "default",        # the DATABASES alias workhorse connects to and joins
-        "SCHEMA": "workhorse",        # the PostgreSQL schema holding workhorse's tables
-        "APP": "myproject.jobs:app",  # your own App; by default one is built from these settings
-        "MAX_PAYLOAD_BYTES": 1_048_576,
-        "LIMITS": Limits(per_tenant=5),
-        "RETENTION": Retention(done="1d"),
-        "TASK_MODULES": ["myproject.more_tasks"],  # imported by the worker besides each app's tasks.py
-    }
-
-The connection is built from the alias's ``NAME``, ``USER``, ``PASSWORD``, ``HOST``, ``PORT`` and
-the libpq keys of its ``OPTIONS`` (``sslmode``, ``service``, ...), as Django itself connects.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

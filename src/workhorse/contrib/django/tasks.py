@@ -1,41 +1,6 @@
 """Django's Tasks framework on workhorse: ``django.tasks`` (Django 6) or the ``django-tasks`` backport.
 
-::
-
-    TASKS = {
-        "default": {
-            "BACKEND": "workhorse.contrib.django.tasks.WorkhorseBackend",
-            "QUEUES": ["default", "emails"],      # the queue names tasks may use (Django checks)
-            "OPTIONS": {                           # every key optional; what Django's API cannot say
-                "RETRY": {"attempts": 5},          # or a workhorse.Retry: each task's attempts and backoff
-                "TENANT": "none",                  # or a function of the task's arguments -> str
-                "TIMEOUT": "10m",                  # an attempt's time limit
-            },
-        }
-    }
-
-Each task is a workhorse job named by its module path (``myapp.tasks.send_welcome``), on the
-App ``workhorse.contrib.django.get_app()`` answers. ``task.enqueue(*args, **kwargs)`` writes it:
-
-- inside ``transaction.atomic()`` on the App's alias it joins the block (a ``DjangoApp``: the
-  default), so it exists only if the block commits; ``aenqueue`` is Django's ``sync_to_async`` of it;
-- ``priority`` is workhorse's priority (higher runs first), ``queue_name`` its queue, ``run_after``
-  its ``run_at`` (a naive datetime is read in Django's current time zone);
-- the arguments are stored as the payload ``{"args": [...], "kwargs": {...}}`` (JSON).
-
-Per task, ``@workhorse_options(retry=..., tenant=..., timeout=..., concurrency=...)`` under
-``@task`` overrides ``OPTIONS``; a ``tenant`` function is called with the task's arguments, a
-``Concurrency(key=)`` function with the payload above.
-
-``python manage.py workhorse_worker`` runs them: it imports each installed app's ``tasks`` module
-and ``settings.WORKHORSE['TASK_MODULES']`` first, so every task defined there is known to it
-(a task the worker never imported waits, and the worker names it in its unknown-names warning).
-
-``get_result(id)`` / ``result.refresh()`` read the job row (on Django's connection, so inside the
-block that enqueued it too): ``ready``/``delayed`` are ``READY``, ``running``/``suspended``
-``RUNNING``, ``done`` ``SUCCESSFUL`` (``return_value`` is the stored result), ``failed``/``dead``/
-``cancelled`` ``FAILED``; ``errors`` has one ``TaskError`` per failed attempt kept (the latest
-with its traceback), ``attempts`` the attempts started.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``python manage.py workhorse_worker [options]``: ``workhorse worker`` with Django set up.
 
-Every option after the command name is ``workhorse worker``'s (``--queues``, ``--concurrency``,
-``--visibility-timeout``, ``--burst``, ``--no-scheduler``, ...). The App is
-``workhorse.contrib.django.get_app()``: ``settings.WORKHORSE['APP']`` when set, else a ``DjangoApp``
-built from the settings. Plain ``def`` bodies have Django's stale connections closed around each run.
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations
