@@ -1,9 +1,6 @@
 """What the parts an ``App`` is built from need of it, each as a narrow Protocol.
 
-``app.py`` imports ``jobs``, ``tasks`` and ``admin``; they see the app only through these, so none
-of them imports ``workhorse.app`` back. An ``App`` satisfies each (mypy checks it where app.py
-hands itself over). What a task declaration needs (the job and task registries) lives in
-``tasks.py``, beside the handles it names.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

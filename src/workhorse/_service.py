@@ -1,15 +1,7 @@
 """One start/stop/signal discipline for the long-running roles: the worker, the scheduler, and
 the command line running both side by side.
 
-* **Signals.** SIGTERM and SIGINT, and only those, on the event loop of the main thread (a role
-  run from another thread installs nothing and is stopped by its owner). The first asks for a
-  graceful stop (the worker drains, the scheduler finishes its round and releases its lease); a
-  role decides what a second one means (the worker cuts its drain off). ``install_stop_signals``
-  answers what it installed, ``remove_stop_signals`` takes it away again; ``stop_signals`` does
-  both around a block.
-* **Run and stop.** ``Service`` is the shape of one role's run: one run at a time (a second is
-  refused, naming the role), a stop request that any caller may set, and the event ``stop()``
-  waits on until ``run()`` has ended.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """``app.admin``: the one operator API. The CLI, the metrics endpoint and any dashboard read and
 change jobs through it; nothing else reads the tables.
 
-Every argument is checked here, before any driver runs, so both drivers refuse bad input with the
-same code, cause and fix, and a refused call changes nothing:
-
-====================  ==========================================================================
-``list``              keyset pages, newest first; filters queue, name, state, tenant, id prefix,
-                      created from/to; searches payload (a JSON object it contains) and error
-                      (text), on a walk bounded per page; ``limit`` 1..200 (100 by default)
-``get``               one job with its steps, its attempts' errors and its progress
-``cancel`` ...        the one-job verbs: ``cancel``, ``requeue``, ``promote``, ``remove``
-``requeue_many`` ...  the bulk verbs over a state (and queue/name/tenant): at most 1,000 rows a
-                      call, answering ``BulkResult(affected, remaining)``; ``dry_run`` counts only
-``pause``/``resume``  a paused queue is skipped by every claim until it is resumed
-``stats``             per queue and per job name: state counts, oldest ready age, throughput and
-                      failure rate over a window, from the counters the settle statement moves
-``tasks``             every cron task (schedule, last and next fire) and the scheduler's lease
-====================  ==========================================================================
+Design: docs/guides/operating.md
 """
 
 from __future__ import annotations

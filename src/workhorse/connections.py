@@ -1,21 +1,6 @@
 """``conn=``: enqueue inside the caller's transaction, whatever tool opened it.
 
-``enqueue(payload, conn=...)`` joins the transaction of the connection it is handed; the job exists
-if and only if that transaction commits. Accepted, each unwrapped to its psycopg 3 connection:
-
-- a psycopg 3 ``Connection`` or ``AsyncConnection`` (as it is);
-- SQLAlchemy 2 ``Connection`` and ``Session`` (``.connection().connection.driver_connection``; a
-  ``Session`` with no transaction yet begins one, as any statement in it would);
-- SQLAlchemy 2 ``AsyncConnection`` and ``AsyncSession`` (``await ....get_raw_connection()``);
-  these need ``await enqueue(...)``, not ``enqueue_sync``;
-- Django's ``connection`` (or ``connections[alias]``) on the PostgreSQL backend with psycopg 3:
-  ``ensure_connection()`` then ``connection.connection``. Django's connections are synchronous:
-  use ``enqueue_sync`` from a view, inside ``transaction.atomic()``.
-
-The SQLAlchemy engine URL must name psycopg 3 (``postgresql+psycopg://``); a psycopg2 or asyncpg
-connection is refused, naming the driver found. Anything else is refused with what was given and
-what to pass. SQLAlchemy and Django are never imported here unless the caller imported them first
-(``sys.modules``), so ``import workhorse`` stays as fast as before.
+Design: docs/guides/transactions.md
 """
 
 from __future__ import annotations

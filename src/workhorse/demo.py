@@ -1,9 +1,6 @@
 """``workhorse demo``: watch a real queue retry, dead-letter, dedupe and delay jobs in about five seconds.
 
-It uses the public API only (``App``, ``@app.job``, ``enqueue``, ``app.worker``, ``list_jobs``), in a
-schema of its own (``workhorse_demo``, or ``--schema``) made afresh at the start and kept at the end,
-so the commands it suggests (``workhorse --schema workhorse_demo ls --state dead``) show its jobs.
-Read it top to bottom: it doubles as a tour of the library.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Durations as users write them: seconds, ``timedelta`` or strings like ``"250ms"``, ``"30s"``, ``"5m"``.
 
-How far ahead anything may be scheduled is bounded: ``LONGEST`` (100 years). PostgreSQL stores a
-``timestamptz`` up to the year 294276, but Python's ``datetime`` ends at 9999-12-31, and every
-tool that reads a time back (``ls``, ``show``, ``export``, the dashboard) reads it as a
-``datetime``: one row past the year 9999 would break them all. ``bounded_seconds`` refuses a span
-past the bound with a code of the caller's choosing (``DELAY_TOO_LONG``, ...).
+Design: docs/guides/jobs.md
 """
 
 from __future__ import annotations

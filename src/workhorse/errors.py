@@ -1,29 +1,7 @@
-"""Every error workhorse raises, and the signals a job body may raise.
+"""Every error workhorse raises, and the signals a job body may raise (``TerminalError``, ``RetryAfter``).
+Every ``WorkhorseError`` carries a stable UPPER_SNAKE ``code``, a ``cause`` and a one-line ``fix``.
 
-The tree::
-
-    WorkhorseError                  root: code, cause, fix
-    ├── ConfigurationError          a declaration or option was refused (CONFIG_INVALID, ...)
-    ├── PayloadError                a payload or a result is not storable JSON (PAYLOAD_INVALID,
-    │                               PAYLOAD_TOO_LARGE; RESULT_INVALID, RESULT_TOO_LARGE)
-    ├── DatabaseError               Postgres refused or could not be reached (DATABASE_*)
-    ├── SchemaError                 the schema is missing or newer than this code (SCHEMA_*)
-    ├── JobNotFoundError            no job with that id (JOB_NOT_FOUND)
-    ├── OperatorRefusedError        an operator verb does not apply to the job's state
-    ├── StepError                   a durable step was misused (STEP_*); some park the job at once
-    │   ├── StepDuplicateError      two steps of one run share a name (STEP_DUPLICATE)
-    │   ├── StepReplayError         the run no longer calls its recorded steps in order (STEP_REPLAY_MISMATCH)
-    │   ├── StepResultError         a step returned a value that is not JSON (STEP_RESULT_INVALID)
-    │   └── StepTimeoutError        a step ran past its own timeout= (STEP_TIMEOUT)
-    └── EmbeddedServerError         the embedded PostgreSQL could not be found or started
-
-Signals a job body raises to steer the queue. They are control flow, not crashes:
-
-    TerminalError(message)          dead-letter now; remaining attempts unspent
-    RetryAfter(seconds, message)    retry after the named delay (still an attempt)
-
-Every ``WorkhorseError`` carries a stable UPPER_SNAKE ``code``, a ``cause`` naming what was wrong
-and a one-line ``fix`` a person can run or apply. ``to_dict()`` is what ``--json`` prints.
+Design: docs/reference/errors.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """Exporting one tenant's jobs: ``app.admin.export`` reads them as pages, ``workhorse export``
 writes each page to a directory as one JSON document.
 
-The pieces here know no ``App``: the arguments' checks, the pages (keyset pages over the driver's
-``list_jobs``, the same statement ``app.admin.list`` sends, filtered on the tenant by equality),
-each page's document and file name, and writing a directory.
-
-- **Only the tenant's rows, ever.** The filter is ``tenant = T`` (never a prefix, a pattern or a
-  case-folded match), a missing tenant is refused rather than read as "any", and every row a
-  driver answers is checked again before it is handed on (``EXPORT_TENANT_MISMATCH``).
-- **Keyset pages, newest first**, as ``workhorse ls`` lists them. Each page is read one row
-  beyond its size, so ``next`` is None on the last page exactly (an export of a multiple of the
-  page size ends without an empty page) and there is always a first page (empty when the tenant
-  has no jobs). Ids only fall from page to page: no job appears twice.
-- **Not one snapshot.** Each page is its own statement: a job enqueued during the export is newer
-  than the first page and is not in it, a job removed meanwhile is simply not read, and a job
-  whose state changes between pages is in a ``state`` export or not as it stood when its page was
-  read.
-- **Jobs without their steps** (``Job.to_dict(with_steps=False)``, the shape ``ls --json`` prints).
+Design: docs/guides/retention.md
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """``app.hooks``: one place where every job lifecycle event of this app's workers is emitted.
 
-    @app.hooks
-    def count(event: LifecycleEvent) -> None:
-        metrics.labels(event.kind, event.name).inc()
-
-Kinds, in the order a run meets them: ``claimed`` (a worker took it), ``started`` (handed to the
-body loop to run now), then one of ``completed``, ``retried``, ``dead-lettered``, ``failed``
-(failed for good with ``dead_letter=False``), ``handed-back`` (a drain gave it back unspent) once
-its settle landed; or ``lease-lost``: the run stopped writing nothing because the row is no longer
-its own (its lease lapsed, another worker re-claimed it, or an operator cancelled it while it ran:
-the worker cannot tell these apart). A run the claim itself ended (its lease lapsed on its final
-attempt: ``dead-lettered`` or ``failed``; refused by its concurrency key: ``failed``) is emitted by
-the worker whose claim ended it, with no ``claimed`` before it; one the rescuer buried
-(``workhorse.leader.rescue``) by the worker or the scheduler whose rescue did, its id as ``worker_id``. A worker
-emits ``drained`` once when it stops (no job fields). ``on_settled`` is unchanged and separate.
-
-Every callback is called synchronously, on the worker's control thread, in the order added: keep
-it short (count, log, hand off to a queue). One that raises is logged and skipped; it never
-affects the job. With no callback added, emitting costs one attribute test.
+Design: docs/guides/operating.md
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """How workhorse logs: the job fields its records carry, the job logger bodies get, and the two
 formats ``workhorse worker --log-format`` writes to stderr.
 
-A worker logs one line per attempt's outcome at INFO (``workhorse.worker``; its start at DEBUG),
-a hand-back by a drain and a lost lease at WARNING. Those records, and every record of a body's
-``ctx.logger``, carry ``JOB_FIELDS`` as attributes (``extra``): the ``json`` format writes them
-as keys of their own, so a log shipper reads a line without a parser of ours; the ``text`` format
-appends them to a body's own lines (the worker's lines name them in the message already). A
-message names a job by its short id (``workhorse.ids.short_id``, as ``ls`` prints it); the
-``job_id`` field is the whole id.
+Design: docs/guides/operating.md
 """
 
 from __future__ import annotations

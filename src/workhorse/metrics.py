@@ -1,59 +1,6 @@
 """Prometheus metrics for workhorse, read from ``app.admin.snapshot()`` at every scrape.
 
-Nothing is counted in this process: every number comes from the database (the counters the settle
-statement moves, the jobs by state, the pauses and the worker registry), so one endpoint anywhere
-reports the whole fleet, and a restart loses nothing. Scrape one endpoint per database, not one
-per worker: every endpoint answers the same numbers.
-
-Public names:
-
-``WorkhorseCollector(app, timeout=5.0)``
-    A ``prometheus_client`` collector. Register it in a registry of your own
-    (``REGISTRY.register(WorkhorseCollector(app))``); ``close()`` releases its thread and connections.
-``metrics_registry(app, timeout=5.0)``
-    A fresh ``MetricsRegistry`` (a ``CollectorRegistry``) holding only a ``WorkhorseCollector`` of
-    ``app``: ``generate_latest(registry)``, ``registry.collector``, ``registry.close()``.
-``make_asgi_app(app, timeout=5.0)``
-    A ``MetricsASGIApp`` answering the exposition on any path (mount it at ``/metrics`` in
-    FastAPI or Starlette: ``api.mount("/metrics", make_asgi_app(app))``). The scrape runs off the
-    server's event loop. ``close()`` (or an ASGI lifespan shutdown, when it is the whole app)
-    releases its thread and connections.
-``make_wsgi_app(app, timeout=5.0)``
-    A ``MetricsWSGIApp``, the same for WSGI (Flask, Django): e.g. werkzeug's
-    ``DispatcherMiddleware(flask_app.wsgi_app, {"/metrics": make_wsgi_app(app)})``.
-``serve(app, host, port, timeout=5.0)``
-    Start a threaded HTTP server (``prometheus_client.start_http_server``) and answer a
-    ``MetricsServer``: ``url``, ``port`` (the real one when ``port=0``), ``close()``; also a
-    context manager. A refused bind raises ``ConfigurationError`` (METRICS_BIND_FAILED).
-``families(snapshot, duration)``
-    The metric families of one snapshot (``None``: a failed scrape), a pure function.
-``render(families)`` / ``to_document(families)``
-    The exposition text, or a JSON-ready document of the same samples.
-
-The metrics (labels ``queue``: the job's queue, ``name``: the job name):
-
-- ``workhorse_up`` (gauge): 1 when the scrape read the database, else 0.
-- ``workhorse_scrape_duration_seconds`` (gauge): how long the snapshot took.
-- ``workhorse_jobs{queue,name,state}`` (gauge): jobs now in ready, delayed, running, lapsed,
-  suspended, dead and failed (done and cancelled are history: the counters count them). ``lapsed``
-  is no stored state: the running jobs whose lease lapsed (their worker died or froze) that no
-  claim or rescue recovered yet, counted apart from ``running`` (live leases).
-- ``workhorse_queue_oldest_ready_seconds{queue}`` (gauge): how long the oldest due job has waited
-  to be claimed; 0 when nothing is due.
-- ``workhorse_queue_oldest_lapsed_seconds{queue}`` (gauge): how long ago the lease of the oldest
-  lapsed running job lapsed; 0 when none has.
-- ``workhorse_queue_dead_jobs{queue}`` (gauge): dead-lettered jobs kept.
-- ``workhorse_queue_paused{queue}`` (gauge): 1 while the queue is paused.
-- ``workhorse_workers`` (gauge): live worker processes in the registry.
-- ``workhorse_jobs_completed_total``, ``workhorse_jobs_retried_total``,
-  ``workhorse_jobs_failed_total``, ``workhorse_jobs_dead_total``, ``workhorse_lease_lost_total``
-  (counters, ``{queue,name}``): attempt outcomes of all time, from the database's counters.
-
-A failed scrape (database down, schema missing, slower than ``timeout``) is logged on
-``workhorse.metrics`` and answers ``workhorse_up 0`` and the duration only; it never raises into
-the HTTP server. ``prometheus_client`` calls ``collect()`` synchronously, so the collector runs
-the app's async snapshot on ONE long-lived background thread with its own event loop: the app's
-connection pool for that loop is opened once and reused by every scrape.
+Design: docs/operations.md
 """
 
 from __future__ import annotations

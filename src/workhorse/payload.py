@@ -1,22 +1,6 @@
 """Payload validation and encoding: JSON only, checked before anything is written.
 
-A payload must survive a trip through Postgres ``jsonb`` unchanged, so we refuse at enqueue what
-``jsonb`` would refuse or silently change later: values that are not JSON (datetime, Decimal,
-bytes, set, objects), NaN and Infinity, a NUL character or a lone surrogate in any string or key,
-keys that are not strings, nesting deeper than ``MAX_DEPTH``, and an encoded size over the limit
-(1 MiB by default). The error names the path of the first offending value (``$.items[3].price``).
-Never pickle.
-
-Numbers. ``jsonb`` keeps a number as the decimal it is written as, and reads it back as Python's
-``json`` would read that decimal. So an int, and a float below 1e16 in magnitude, read back equal
-and of the same type; the rest are refused (``PAYLOAD_NUMBER_CHANGED``):
-
-- a float of 1e16 or more in magnitude: Python writes it with an exponent (``1e+300``), jsonb
-  stores its digits and reads them back as an int, a different type and often a different value
-  (``1e300`` comes back as ``10**300``, which is not ``1e300``);
-- ``-0.0``: jsonb has no negative zero; it comes back as ``0.0``;
-- an int of more than ``MAX_INT_DIGITS`` digits: stored, but no Python reader can parse it back
-  (``sys.get_int_max_str_digits``).
+Design: docs/guides/jobs.md
 """
 
 from __future__ import annotations

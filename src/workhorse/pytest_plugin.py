@@ -1,24 +1,6 @@
 """The pytest plugin of workhorse (entry point ``workhorse``, loaded when workhorse is installed).
 
-Fixtures:
-
-- ``app``: an App on the memory driver, with a movable clock (``workhorse.testing.drain`` moves
-  it). With ``workhorse_app = myproject.jobs:app`` in your pytest ini (or your own
-  ``workhorse_app`` fixture answering your App), it is YOUR app, switched to a fresh memory driver
-  for the test (``workhorse.testing.memory``) and switched back after; else a fresh ``App``. Any
-  other App that would reach a real database meanwhile is refused (``TEST_APP_UNBOUND``, naming
-  the ini line that fixes it): it is not bound automatically, since the test holds the fixture's
-  App, and enqueueing through the other one would not be seen there.
-- ``pg_app``: the same app (or a fresh one) on a fresh schema of a real PostgreSQL
-  (``WORKHORSE_DATABASE_URL``, else the embedded server), migrated, dropped after the test.
-- ``workhorse_clock``: the ``Clock`` of ``app``'s memory driver.
-
-A ``conftest.py`` fixture of the same name wins over these (pytest's usual rule), so a project with
-its own ``app`` fixture keeps it and can still use ``workhorse_app``.
-
-A test session that started the embedded server (``pg_app`` without ``WORKHORSE_DATABASE_URL``)
-stops it when it ends (with pytest-xdist, the controller does, after every worker finished); a
-server that was already running is left running.
+Design: docs/guides/testing.md
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """What PostgreSQL can store as text: UTF-8 without a NUL character.
 
-A NUL (``\\x00``) or a lone surrogate (``\\ud800``, as ``json.loads`` can yield) cannot be written
-to ``text`` or ``jsonb``. ``flaw`` names the first such character, for the refusals of user input;
-``storable`` escapes them visibly, for the text a worker writes that it did not choose (an
-exception's message, a traceback, a progress message), so a settle never fails on it.
+Design: docs/guides/jobs.md
 """
 
 from __future__ import annotations

@@ -1,34 +1,6 @@
 """Helpers for testing your jobs: run one body inline, list what was enqueued, drain the queue.
 
-- ``await run_job(handle, payload, attempt=..., cancelled=..., cancel_after=...)`` (in a plain
-  ``def`` test, ``run_job(...)`` with no await answers the result itself) runs one body
-  with a real ``JobContext``: the payload goes through what ``enqueue`` checks (typed payloads,
-  the tenant function, JSON) and comes back as a worker would hand it; ``ctx.step`` works on a
-  private in-memory step store; the result must be storable JSON, as in a worker. Answers the
-  result, or raises what the body raised (``TerminalError``, ``RetryAfter``, your own errors).
-  ``run_job_async`` is the coroutine function; ``run_job_sync`` always runs to the end.
-- ``await enqueued(app, handle=None)``: every job of the app (of one job when given), oldest first.
-- ``await drain(app)``: on the memory driver, run every job until none is left waiting: due jobs
-  run on a burst worker; then the driver's clock is moved to the next waiting job's due time (a
-  retry's backoff, a delay, a ``ctx.step.sleep``) instead of sleeping, and again. Answers the
-  summed ``WorkerStats``.
-- ``with memory(app) as clock:`` switches an existing app (declared at import time on Postgres) to
-  a fresh memory driver with a ``Clock`` you can ``advance``; the app's own driver comes back after.
-  ``App(driver="memory")`` apps need no switch.
-- ``with database_guard(allowed):`` refuses (``TEST_APP_UNBOUND``) any App but the ``allowed``
-  ones that would reach a database: the plugin's ``app`` fixture runs each test inside it, so a
-  job handle of your real App is refused instead of writing to your database.
-
-The memory driver is a test double (``workhorse.drivers.memory``): enqueue, runs with their
-retries and dead letters, steps and events, flow control and the reads. Caps ARE enforced there as
-on PostgreSQL: ``concurrency=`` (keyed too, ``when_busy="fail"`` included) and every ``limits=``
-cap and rate, a job over a cap left ready and unspent. (``drain`` moves the clock only to a
-waiting job's due time, so a job a rate holds back stays ready when the round ends.) Flow
-control's counts, stats, bulk verbs, pauses, cron leadership, retention, search, the outbox,
-webhooks and backfills are refused there with ``POSTGRES_ONLY``: test those on PostgreSQL (the
-plugin's ``pg_app``).
-
-The pytest plugin (``workhorse.pytest_plugin``, entry point ``workhorse``) builds fixtures on these.
+Design: docs/guides/testing.md
 """
 
 from __future__ import annotations

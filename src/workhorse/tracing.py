@@ -1,13 +1,7 @@
 """OpenTelemetry, where it is installed: the ``traceparent`` stamped on a job at enqueue (and at
 staging, ``workhorse.outbox``), and the span each attempt runs in, continuing that trace.
 
-Nothing here imports OpenTelemetry. A span can only be current in a process that imported
-``opentelemetry.trace`` (an app that configures a tracer provider does), so both helpers look for
-that module in ``sys.modules`` and do nothing when it is absent: without OpenTelemetry, or in a
-process that never touched it, an enqueue and an attempt cost one dictionary lookup more.
-
-``traceparent`` is the W3C Trace Context header's value, ``00-<trace id>-<span id>-<flags>``; a
-context whose span is not valid (no span current) stamps nothing.
+Design: docs/guides/operating.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """Typed payloads: the body's payload annotation decides what a job takes and what its body gets.
 
-``async def send(ctx, payload: Signup)`` where ``Signup`` is a pydantic v2 model, a dataclass or a
-``TypedDict``: ``enqueue`` validates the payload (an instance of the type, or a dict of its fields)
-and refuses it with ``PAYLOAD_INVALID`` naming the first bad field (``$.email``); the row stores
-the payload as plain JSON; the worker rebuilds the type from that JSON and hands it to the body. A
-stored payload that no longer fits (an old row, a model that changed since) cannot pass on any
-attempt, so the worker dead-letters it at once with ``PAYLOAD_INVALID``, naming the field, rather
-than run a body that would fail the same way every time.
-
-A body annotated ``dict``, ``Any`` or nothing behaves as before: it gets the decoded JSON. So does a
-body whose annotation cannot be resolved (a name imported only under ``TYPE_CHECKING``); that is
-logged once as a warning, since it is most likely a mistake.
-
-pydantic is optional (``workhorse[pydantic]``) and never imported here: a model annotation means
-the user's module imported it already. Dataclasses and TypedDicts are checked by the small checker
-below, which needs nothing: field presence, no unknown fields, and the types ``bool``, ``int``,
-``float`` (an int is accepted), ``str``, ``None``, unions and ``Optional``, ``Literal``, lists,
-tuples, ``dict[str, X]``, nested dataclasses and TypedDicts, enums (by value), ``datetime``,
-``date`` and ``UUID`` (ISO text and canonical text in JSON). It never coerces ``"5"`` into ``5``.
-Any other annotation inside a structure is taken as it comes (the JSON check still applies).
+Design: docs/guides/typed-payloads.md
 """
 
 from __future__ import annotations
