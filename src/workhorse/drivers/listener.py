@@ -1,20 +1,8 @@
 """The Postgres driver's wake-ups: one ``LISTEN`` session that turns "another process enqueued"
 into a wake-up (``drivers.base.Wakeups``; ``PostgresDriver.open_wakeups`` opens one per worker).
+NOTIFY is a hint; polling is the guarantee.
 
-NOTIFY is a hint; polling is the guarantee. The listener holds a dedicated connection
-(``application_name = workhorse:listen``), wakes the claim loop when a notify names one of the
-worker's queues, and proves itself every ``probe_interval`` with a same-session query that
-asks ``pg_listening_channels()``: a connection that died silently (half-open TCP, a pooler
-that dropped the session) fails the probe within a bounded time and is rebuilt. While it is
-down, ``healthy`` is False and the worker polls at its short interval.
-
-What a notify says: a bare queue name means "a job of this queue is due now",
-so a claim of due jobs is enough (``due``); ``jobs.WAKE_SWEEP`` and the queue name mean "a job's
-due time was set or changed" (a delayed enqueue, a resumed queue), and an empty payload or a
-reconnect means "anything may have changed": the worker runs its full claim, which also says
-when to look next (``sweep``). The claim loop reads and resets both flags. ``jobs.WAKE_BEAT`` and
-the queue name mean "a job of this queue was cancelled": the worker renews its leases at once
-(``beat``), so a cancelled running job's body stops now rather than at the next heartbeat.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

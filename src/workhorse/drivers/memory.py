@@ -1,21 +1,7 @@
 """The in-process driver: a test double for users' unit tests, not a second queue.
+The rest is PostgreSQL's, refused here with ``POSTGRES_ONLY``.
 
-PostgreSQL is the one implementation of the queue. This driver keeps what a unit test of jobs
-needs, and nothing else: enqueue (with idempotency keys), claim, heartbeat and settle (fenced on
-the claim, with retries and dead letters; a lapsed lease is taken back by the next claim), durable
-steps and events (``memory_steps.py``), flow control (``memory_flow.py``: every cap of
-``concurrency=`` and ``limits=`` is enforced here as on PostgreSQL), the reads (``get_job``,
-``list_jobs``) and the single operator verbs, and a clock a test can move
-(``workhorse.testing.drain``). The contract suite (``tests/contract``) runs all of it on this
-driver and on PostgreSQL side by side.
-
-Everything else is PostgreSQL's, and refused here with ``POSTGRES_ONLY`` (whose fix says how to
-get a PostgreSQL for tests): flow control's counts (the operator's read of what the caps hold),
-counters and stats, bulk verbs, pauses, the worker registry's list, cron leadership, retention,
-export and search, the outbox, webhooks and backfills.
-
-Where Postgres NOTIFYs (enqueue, requeue, promote, a publish that woke runs, a hand-back), this
-driver calls its subscribers (``subscribe``): that is how an in-process worker is woken.
+Design: docs/guides/testing.md, docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

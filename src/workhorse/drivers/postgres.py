@@ -1,23 +1,8 @@
 """The PostgreSQL driver: psycopg 3 with a connection pool per role.
+``PostgresDriver`` is one mixin per role of the storage interface (``drivers/base.py``) over
+``postgres_core``; a feature's role lives in that feature's folder (``steps/postgres``, ...).
 
-Each instance owns one async pool whose connections carry ``application_name`` ``workhorse:<role>``
-(``app``, ``claim``, ``settle``, ``heartbeat``...), so an operator can find and kill one role's
-backend. Connections run in autocommit: every statement is its own transaction, and no workhorse
-connection ever sits ``idle in transaction`` while a job body runs. psycopg errors are translated
-at this seam into ``DatabaseError``/``SchemaError``; nothing psycopg-shaped escapes.
-
-``PostgresDriver`` is one mixin per role of the storage interface (``drivers/base.py``), each over
-the shared internals of ``postgres_core``; the queue's own roles live beside it, a feature's role
-in that feature's folder:
-
-    postgres_core      PostgresCore: pool, hot connections, q(), fetch(), error translation; the schema role
-    postgres_enqueue   PostgresEnqueue: the single enqueue on the wire, keyed batches, COPY streams, conn=
-    postgres_work      PostgresWork: claim, heartbeat, the registry row, settle, progress; the wake-ups
-    postgres_operate   PostgresOperate: get/list, the verbs, bulk verbs, pauses, snapshot, workers, folds
-    steps/postgres     PostgresSteps: durable steps and stored events
-    leader/postgres    PostgresLeadership: the scheduler's round, release, hand-over LISTEN, task rows
-    outbox/postgres    PostgresOutbox: the relay's insert of staged rows under their own ids
-    retention/postgres PostgresRetention: the purge, one small batch per statement
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

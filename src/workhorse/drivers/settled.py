@@ -1,9 +1,6 @@
 """The Postgres side of ``app.wait`` (``workhorse.steps.results``): a LISTEN session on the settled channel.
 
-SETTLE_MANY's ``told`` CTE sends, on ``<schema>_settled``, the comma-separated ids of the runs a
-settle finished (``done``, ``dead``, ``failed``), or an empty payload when there were too many for
-one notification. One session per wait in flight (``application_name`` ``workhorse:wait``); the
-waiter re-reads the job on every notify naming it and on its poll, so a missed notify costs a poll.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The optional wake-up role of a driver: how enqueues (and cancels) wake an idle worker.
 
-A driver that can (``WakeupSource``) opens ``Wakeups`` for a worker on the worker's control loop:
-the Postgres driver a LISTEN session of the worker's own (``drivers/listener.py``), the memory
-driver its in-process subscriptions (``Subscription``). A driver without the role is polled every
-``poll_interval``; nothing else in the worker depends on it.
+Design: docs/how-it-works/architecture.md
 """
 
 from __future__ import annotations

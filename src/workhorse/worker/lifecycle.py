@@ -1,37 +1,7 @@
 """The worker's lifecycle and wiring: claims due jobs, runs their bodies, keeps their leases,
 settles their outcomes. The only module of the worker that sees the ``App``.
 
-Two event loops, on purpose. Job bodies run on the loop that called ``run()`` (the *body loop*;
-plain ``def`` bodies go to a bounded thread pool from there). Everything that keeps a claim
-alive — claiming, lease renewal, settling — runs on a *control loop* in its own thread with its
-own connections. An ``async def`` body that blocks its loop with ``time.sleep`` or CPU work
-therefore cannot starve its own heartbeat: the lease keeps being renewed, no second worker runs
-the job meanwhile, and the control loop logs a warning naming the body that blocked.
-
-A lease is held, not owned. Each renewal is one statement for every held job, fenced on the
-claim. A job missing from the answer was taken from us (cancelled by an operator, or re-claimed
-after our lease lapsed): its body is cancelled and nothing it produces is written. Each lease's
-window runs from the statement that last set it (its claim, then each landed renewal); one failed
-renewal is tried again within it. When a window closes with no renewal landed (the database is
-unreachable, or the renewal's connection went silent and never answers), the worker assumes the
-lease lost and cancels that run, and it claims nothing more until a renewal lands again.
-
-Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
-or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
-at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
-the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain. A settle
-that still has not landed ``SETTLE_GRACE`` after the cut-off (a lock held on its row, a database
-that does not answer) is left behind: the drain ends, and its lease lapses for the next claim.
-
-Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
-paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
-most a minute, on its settle connection, so a fleet recovers a crashed worker's jobs whether or not
-a scheduler leader runs (beside a leading scheduler role it leaves the turns to the leader:
-``defer_rescue``).
-
-A run that suspends (``ctx.step.sleep``, ``ctx.step.wait_for_event``) leaves the worker at once:
-its step statement already wrote the row ``suspended`` (fenced on the claim), so the slot frees
-with nothing to settle (counted as ``suspended``), and a later claim resumes it from its steps.
+Design: docs/how-it-works/architecture.md, docs/how-it-works/leases.md, docs/guides/workers.md
 """
 
 from __future__ import annotations

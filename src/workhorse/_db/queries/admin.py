@@ -1,9 +1,7 @@
 """Statements of the operator surface (``app.admin``): the list, the bulk verbs, queue pauses, the
 snapshot ``stats`` reads, the counters rollup, and a run's progress report.
 
-Every state filter is on the REPORTED state (``jobs.REPORTED_STATE``: a due 'delayed' or
-'suspended' row is 'ready'), and every time decision reads the database clock, ``now()``. The
-claim and settle statements that read pauses and move counters are in ``jobs``.
+Design: docs/guides/operating.md
 """
 
 from collections.abc import Iterable

@@ -1,15 +1,7 @@
-"""Statements over ``{schema}.jobs``. Every time decision reads the database clock, ``now()``.
-
-The claim fence is ``(worker_id, claims)``: the claim moves ``claims`` and never resets it, and
-every write a claim holder makes (settle, heartbeat) names both, together with
-``state = 'running'``. A write that misses answers no row; the caller reads that as "not mine".
-
-The statements that end attempts (SETTLE_MANY, and CLAIM for the leases it buries or takes back)
-also move ``{schema}.counters`` in the same statement: one upsert row per (queue, name) into the
-current minute bucket, written in (queue, name) order so two settling workers never deadlock.
-Every jobs row a statement writes is locked before its first counters row (the counters are an
-aggregate of the rows written), so no statement waits for a job row while holding a counter.
+"""Statements over ``{schema}.jobs``: enqueue, claim, heartbeat, settle, the one-job verbs; time is ``now()``.
 Statements the operator surface alone runs (list, bulk verbs, pauses, snapshot) are in ``admin``.
+
+Design: docs/how-it-works/leases.md, docs/how-it-works/architecture.md
 """
 
 from workhorse.types import ERRORS_KEPT

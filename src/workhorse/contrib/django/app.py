@@ -1,15 +1,6 @@
 """``DjangoApp``: an App whose database is a ``DATABASES`` alias and whose options are ``settings.WORKHORSE``.
 
-- Its connection string is built from the alias as Django connects (``settings.conninfo_for``),
-  lazily: declaring jobs at import time opens nothing.
-- A synchronous enqueue with ``conn=`` omitted, made while Django's connection of that alias is
-  inside ``transaction.atomic()``, is written on that connection: it commits or rolls back with
-  the block. Outside a block (autocommit) it is written on workhorse's own connection at once.
-  Django's connections are synchronous, so ``await job.enqueue(...)`` from async code never joins
-  a block by itself: pass ``conn=`` from the synchronous side, or call ``enqueue_sync`` there.
-- Django 4.2 and later run on psycopg 3 whenever it is installed, and workhorse installs it: the
-  block's connection is always one workhorse can write on. (Django before 4.2 is refused: only
-  psycopg2 there.)
+Design: docs/guides/django.md
 """
 
 from __future__ import annotations
