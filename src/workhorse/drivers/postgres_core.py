@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
 from workhorse.drivers._wire import WireStatement
+from workhorse.drivers.pooler import connect_options, pooled
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
 
@@ -167,6 +168,7 @@ class PostgresCore:
         generic_plans: bool = False,
     ) -> None:
         self.url = url
+        self.pooled = pooled()  # WORKHORSE_POOLER=transaction (drivers/pooler.py)
         self.generic_plans = generic_plans
         self.schema = check_schema_name(schema)
         self.role = role
@@ -185,16 +187,18 @@ class PostgresCore:
     # -- plumbing -------------------------------------------------------------------------------
 
     def connect_kwargs(self) -> dict[str, Any]:
-        return {
-            "autocommit": True,
-            "application_name": f"workhorse:{self.role}",
-            # A worker role runs the same few statements thousands of times: a generic plan is
-            # planned once per connection (the claim's CTE costs more to plan than to run).
-            "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
-            "row_factory": dict_row,
-            "connect_timeout": 10,
-            "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
-        }
+        return connect_options(
+            {
+                "autocommit": True,
+                "application_name": f"workhorse:{self.role}",
+                # A worker role runs the same few statements thousands of times: a generic plan is
+                # planned once per connection (the claim's CTE costs more to plan than to run).
+                "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
+                "row_factory": dict_row,
+                "connect_timeout": 10,
+                "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
+            }
+        )
 
     def q(self, statement: str) -> LiteralString:
         """A named statement with the schema filled in (cached)."""

@@ -180,7 +180,7 @@ class PostgresEnqueue(PostgresCore):
             return []
         if conn is None:
             async with self.connection() as own:
-                if len(jobs) == 1 and _plain(job := jobs[0]):
+                if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
                     await self._insert_ready.execute(own, self._ready_wire(job))
                     return [JobRef(job.id)]
                 return await self._enqueue_async(own, jobs)
@@ -291,7 +291,7 @@ class PostgresEnqueue(PostgresCore):
         )
 
     async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        if len(jobs) == 1 and _plain(job := jobs[0]):
+        if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
             await conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]
         if _copyable(jobs):
@@ -308,7 +308,7 @@ class PostgresEnqueue(PostgresCore):
                 return refs
 
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        if len(jobs) == 1 and _plain(job := jobs[0]):
+        if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
             conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]
         if _copyable(jobs):
