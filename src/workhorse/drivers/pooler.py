@@ -16,6 +16,10 @@ workhorse opens then follows it:
 
 ``WORKHORSE_POOLER`` unset (or ``none``): PostgreSQL directly, or a pooler in session mode that
 ignores ``options`` (PgBouncer's ``ignore_startup_parameters = options``).
+
+``WORKHORSE_POOL_SIZE`` caps the app role's pool (enqueues, reads, job bodies that enqueue) per
+process and event loop, 10 by default; a worker's own roles hold one connection each (claim,
+settle, heartbeat; LISTEN; the scheduler's when it runs).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from workhorse.errors import ConfigurationError
 
 ENV_POOLER = "WORKHORSE_POOLER"
 ENV_LISTEN_URL = "WORKHORSE_LISTEN_URL"
+ENV_POOL_SIZE = "WORKHORSE_POOL_SIZE"
+DEFAULT_POOL_SIZE = 10
 MODES = ("none", "transaction")
 
 
@@ -62,3 +68,17 @@ def listen_url(url: str) -> str | None:
     if direct:
         return direct
     return None if pooled() else url
+
+
+def pool_size() -> int:
+    """``WORKHORSE_POOL_SIZE`` (1 to 1000), else 10; anything else is refused (``POOL_SIZE_INVALID``)."""
+    raw = os.environ.get(ENV_POOL_SIZE, "").strip()
+    if not raw:
+        return DEFAULT_POOL_SIZE
+    if raw.isdigit() and 1 <= int(raw) <= 1000:
+        return int(raw)
+    raise ConfigurationError(
+        code="POOL_SIZE_INVALID",
+        cause=f"{ENV_POOL_SIZE}={raw!r} is not a whole number of connections from 1 to 1000",
+        fix=f"{ENV_POOL_SIZE}=4 (at most 4 connections in the app's pool per process); unset for {DEFAULT_POOL_SIZE}",
+    )
