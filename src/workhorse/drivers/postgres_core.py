@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -24,6 +24,7 @@ from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
 from workhorse.drivers._wire import WireStatement
 from workhorse.drivers.pooler import connect_options, pooled
+from workhorse.drivers.wake_throttle import WakeThrottle
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
 
@@ -183,6 +184,8 @@ class PostgresCore:
         self._opened: weakref.WeakSet[psycopg.AsyncConnection[dict[str, Any]]] = weakref.WeakSet()  # for abandon()
         self._returns = 0
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
+        self._insert_quiet = WireStatement("workhorse_insert_quiet", _numbered(self.q(sql.INSERT_READY_QUIET)))
+        self._wakes = WakeThrottle(self._send_wakes)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -326,7 +329,11 @@ class PostgresCore:
                 raise
             return rows
 
+    async def _send_wakes(self, queues: Sequence[str]) -> None:
+        """Wake ``queues`` (the enqueue role sends; other roles owe none)."""
+
     async def close(self) -> None:
+        await self._wakes.close()  # owed wakes go out while the pool is still open
         self._opening = None  # an asyncio.Lock belongs to the loop it was first used on
         if self._pool is not None:
             pool, self._pool = self._pool, None

@@ -179,10 +179,17 @@ class PostgresEnqueue(PostgresCore):
         if not jobs:
             return []
         if conn is None:
+            if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
+                wire = self._ready_wire(job)
+                if self._wakes.lead(job.queue):
+                    async with self.connection() as own:
+                        await self._insert_ready.execute(own, wire)
+                else:
+                    async with self.connection() as own:
+                        await self._insert_quiet.execute(own, wire[:-1])
+                    self._wakes.owe(job.queue)  # committed: its wake trails (drivers/wake_throttle.py)
+                return [JobRef(job.id)]
             async with self.connection() as own:
-                if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
-                    await self._insert_ready.execute(own, self._ready_wire(job))
-                    return [JobRef(job.id)]
                 return await self._enqueue_async(own, jobs)
         return await _on_callers(conn, lambda c: self._enqueue_async(c, jobs), lambda c: self._enqueue_sync(c, jobs))
 
@@ -276,6 +283,10 @@ class PostgresEnqueue(PostgresCore):
         connection speaks UTF-8, and each parameter is cast to its type in the statement."""
         return [_wire_text(value) for value in self._ready_params(job)]
 
+    async def _send_wakes(self, queues: Sequence[str]) -> None:
+        """The trailing wake of ``WakeThrottle``: one statement of its own, on our own connection."""
+        await self.fetch(sql.WAKE_QUEUES, {"channel": self.channel, "queues": list(queues)})
+
     def _ready_params(self, job: NewJob) -> tuple[Any, ...]:
         """INSERT_READY's parameters, in its order."""
         return (
@@ -291,7 +302,7 @@ class PostgresEnqueue(PostgresCore):
         )
 
     async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
+        if len(jobs) == 1 and _plain(job := jobs[0]):
             await conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]
         if _copyable(jobs):
