@@ -20,16 +20,22 @@ CODE_LINE = re.compile(r"\bcode\s*=\s*[^\n]*")  # code="X", code="X" if ... else
 CODE_IN_ROW = re.compile(r"""["']code["']\s*[:,]\s*""" + LITERAL)  # a last_error built in SQL or JSON
 CONSTANT = re.compile(r"^[A-Z_]+\s*=\s*" + LITERAL + r"\s*$", re.M)  # USAGE = "CLI_USAGE"
 LOGGED = re.compile(r"\(([A-Z]+_[A-Z0-9_]+)\): ")  # a code a worker logs: "... (JOB_SLOT_LOST): ..."
+CODE_MAP = re.compile(r"^_?[A-Z_]*CODES\s*=\s*\{[^}\n]*\}", re.M)  # _NAME_CODES = {"name": "JOB_NAME_INVALID"}
 CLASS = re.compile(r"^class\s+(\w+)\s*[(:]", re.M)
 
 # When each code is raised, in a line. Grouped by the first code of a family where one note fits.
 NOTES: dict[str, str] = {
     'DASHBOARD_INPUT_INVALID': 'a dashboard query string or form that is not UTF-8 text',
     'DATABASE_ALIAS_UNKNOWN': 'Django settings name a database alias that `DATABASES` does not have',
-    'DELAY_TOO_LONG': "a `delay=`, a backoff or a step's sleep that would land past the furthest time workhorse stores",
+    'DELAY_TOO_LONG': "a `delay=`, a backoff or a step's sleep that would land more than 100 years ahead (the furthest time workhorse stores)",
+    'ERROR_UNSTORABLE': "PostgreSQL refused the text of the error a body raised: this error is stored in its place (the worker logs the original) and the retry policy still decides",
+    'EVENT_TTL_TOO_LONG': "an event's `ttl=` longer than 100 years",
+    'JOB_NAME_INVALID': 'an `ls` name filter holding text PostgreSQL cannot store (a NUL, a lone surrogate): no job has such a name',
+    'POSTGRES_ONLY': "the memory driver, a test double, was asked for what only PostgreSQL keeps (flow control's usage, stats and counters, bulk verbs, pauses, cron leadership, retention, search, the outbox, webhooks, backfills): use the `pg_app` fixture",
+    'SETTLE_UNSTORABLE': "PostgreSQL refused a run's outcome even without its progress, result and error: the job is dead-lettered (or failed) with this code, and the worker logs why",
     'PAUSE_REASON_INVALID': 'a pause reason PostgreSQL cannot store as text (a NUL, a lone surrogate)',
     'PAYLOAD_NUMBER_CHANGED': 'a number PostgreSQL would store but not give back unchanged (a huge int, a float past 1e16): send it as a string',
-    'RUN_AT_TOO_LATE': 'a `run_at=` past the furthest time workhorse stores',
+    'RUN_AT_TOO_LATE': 'a `run_at=` (or a step\'s `sleep_until`) more than 100 years ahead, the furthest time workhorse stores',
     'SCHEMA_FORWARD_ONLY': 'a Django migration tried to reverse a workhorse migration: the schema only moves forward',
     'SCHEMA_VERSION_UNKNOWN': 'a Django migration asks for a workhorse migration this version does not ship',
     'STATS_WINDOW_TOO_LONG': '`stats --since` longer than the longest window (36525d)',
@@ -58,7 +64,7 @@ NOTES: dict[str, str] = {
     'STEPS_UNAVAILABLE': '`ctx.step` on a `JobContext` not made by a worker (or `run_job`)',
     'STEP_ERROR': 'the root of the `STEP_*` errors',
     'STEP_FUNCTION_INVALID': '`ctx.step.run` was given something that is not callable',
-    'TENANT_INVALID': "a job's tenant function raised, or answered something that is not a short string",
+    'TENANT_INVALID': "a job's tenant function raised, or answered something that is not a short string; a tenant filter holding text PostgreSQL cannot store",
     'WEBHOOK_ERROR': 'the root of the `WEBHOOK_*` errors',
     'WEBHOOK_VERIFICATION_FAILED': "the root of `verify`'s refusals (`WebhookVerificationError`)",
     'WORKER_NO_QUEUES': 'a worker with no queue to claim from: no job declared and no `queues=`',
@@ -72,15 +78,14 @@ NOTES: dict[str, str] = {
     "BACKFILL_INVALID": "a declaration refused; a cursor that is not JSON; a dry-run batch raised; `--wait` on a pass that failed; a backfill on the memory driver",
     "BACKFILL_MIGRATION_PENDING": "a backfill's gates: `WORKHORSE_ENV` (`development` when unset) is not in its `environments`; the migration its `requires` names is not applied",
     "BACKFILL_PENDING": "`backfill ls --pending`: a backfill declared for this environment has no completed pass here (the deploy gate)",
-    "BACKFILL_POSTGRES_ONLY": "a declaration refused; a cursor that is not JSON; a dry-run batch raised; `--wait` on a pass that failed; a backfill on the memory driver",
     "BACKFILL_RUNNING": "`backfill run` named no declared backfill (the cause lists them); one already completed here (`--force` re-runs it as a new ledger row); one has a live pass (its job id)",
     "BACKFILL_STALLED": "a pass's function ended the sweep while its `count` still answered rows (the pass ends `stalled`, its job dead-lettered)",
     "BACKFILL_UNKNOWN": "`backfill run` named no declared backfill (the cause lists them); one already completed here (`--force` re-runs it as a new ledger row); one has a live pass (its job id)",
     "BULK_LIMIT_INVALID": "a bulk verb asked for a state it cannot move (`rm --all --state running`), or more than 1,000 rows a call",
     "BULK_STATE_INVALID": "a bulk verb asked for a state it cannot move (`rm --all --state running`), or more than 1,000 rows a call",
     "CLI_USAGE": "a verb given both an ID and `--all`, neither, or `--all` without `--state`",
-    "CONFIG_INVALID": 'an option or argument refused at declaration or call ("expected X, got Y")',
-    "CONN_INVALID": "`conn=` got something other than a psycopg 3, SQLAlchemy 2 or Django connection, or one whose driver is not psycopg 3 (the cause names it)",
+    "CONFIG_INVALID": 'an option or argument refused at declaration or call ("expected X, got Y"); an unknown `settings.WORKHORSE` key or Tasks backend `OPTIONS` key',
+    "CONN_INVALID": "`conn=` got something other than a psycopg 3, SQLAlchemy 2 or Django connection, or one whose driver is not psycopg 3 (the cause names it); a Django `DATABASES` alias not on PostgreSQL",
     "CONN_UNSUPPORTED": "`conn=` given to the memory driver, which has no transactions",
     "DASHBOARD_ADDRESS_INVALID": "`workhorse dashboard` would listen beyond loopback without a token; a token under 8 characters; a `--bind` that is not HOST:PORT",
     "DASHBOARD_CSRF_INVALID": "the dashboard refused a request: no or a wrong token (401); without a token, a `Host` that is not loopback (403: browse `http://127.0.0.1:PORT/` or set a token); an action from another origin, without its form's CSRF token, on a read-only dashboard, or by GET",
@@ -104,7 +109,6 @@ NOTES: dict[str, str] = {
     "EXPORT_TENANT_MISMATCH": "`export --out` names a directory that is not empty or cannot be written; a row of another tenant reached an export (a driver bug: the export stops)",
     "HAND_BACK_INVALID": "`ctx.hand_back()` called while the worker is not draining",
     "ID_PREFIX_INVALID": "`ls --id-prefix` is not hex digits of an id; `--created-from/--created-to` is neither ISO 8601 nor a duration",
-    "JOB_CONCURRENCY_UNENFORCEABLE": "a worker on a driver that cannot enforce the declared caps fleet-wide refused to start",
     "JOB_ID_AMBIGUOUS": "`show` (or another verb) got a short id or an id prefix that more than one job has: the cause names them",
     "JOB_KEY_BUSY": 'a job declaring `Concurrency(..., when_busy="fail")` was refused: its key ran at its cap (in its `last_error`)',
     "JOB_KEY_HELD": "operator verbs that do not apply",
@@ -129,7 +133,7 @@ NOTES: dict[str, str] = {
     "PAYLOAD_TOO_LARGE": "the payload is not storable JSON, or over `App(max_payload_bytes=)`",
     "PLATFORM_UNSUPPORTED": 'a worker or scheduler started on Windows (see "Running workers")',
     "PROGRESS_INVALID": "`ctx.progress` got something other than a fraction in [0, 1] or `(done, total)`",
-    "QUEUE_NAME_INVALID": "`pause`/`resume` named no queue (or more than 200 characters)",
+    "QUEUE_NAME_INVALID": "`pause`/`resume` named no queue (or more than 200 characters); a queue name or filter holding text PostgreSQL cannot store",
     "RESULT_INVALID": "a body returned a value that is not storable JSON (in the job's `last_error`; the job ends at once)",
     "RESULT_TOO_LARGE": "a body returned a value that is not storable JSON (in the job's `last_error`; the job ends at once)",
     "SCHEMA_BEHIND": "run `workhorse migrate`, or deploy the newer code",
@@ -153,7 +157,6 @@ NOTES: dict[str, str] = {
     "TEST_APP_UNBOUND": "a test on the pytest plugin's `app` fixture used another App that would reach a real database; the fix names the `workhorse_app` ini line",
     "TIME_INVALID": "`ls --id-prefix` is not hex digits of an id; `--created-from/--created-to` is neither ISO 8601 nor a duration",
     "WAIT_TIMEOUT": "`app.wait` reached its timeout before the job finished; `app.enqueue` named no declared job (the cause lists the known ones)",
-    "WEBHOOKS_NEED_POSTGRES": "`add_endpoint`/`rotate_secret`/`send` on an App built without `webhooks=`; webhooks on the memory driver",
     "WEBHOOKS_NOT_ENABLED": "`add_endpoint`/`rotate_secret`/`send` on an App built without `webhooks=`; webhooks on the memory driver",
     "WEBHOOK_ADDRESS_REFUSED": "an endpoint URL that is not http(s) with a host (or carries credentials); plain http without `allow_http`; a host that is or resolves to a non-public address (SSRF)",
     "WEBHOOK_BODY_INVALID": "`workhorse.webhooks.verify` refused a delivery (`WebhookVerificationError`)",
@@ -190,6 +193,7 @@ def scan(src: Path = SRC) -> dict[str, dict[str, Any]]:
         hits = [(m.start(), c) for m in CODE_LINE.finditer(text) for c in re.findall(LITERAL, m.group(0))]
         for pattern in (CODE_IN_ROW, CONSTANT, LOGGED):
             hits += [(m.start(), m.group(1)) for m in pattern.finditer(text)]
+        hits += [(m.start(), c) for m in CODE_MAP.finditer(text) for c in re.findall(r""":\s*""" + LITERAL, m.group(0))]
         for start, code in hits:
             if code.startswith("WORKHORSE_"):  # an environment variable's name, not a code
                 continue

@@ -7,6 +7,7 @@ count executions (committed or not) and see overlaps, whatever happens to the wo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -113,3 +114,11 @@ async def step_napper(ctx: JobContext, payload: dict[str, str]) -> str:
     await ctx.step.sleep("nap", payload["nap"])
     await ctx.step.run("after", record, ctx.id, ctx.attempt, "after")
     return "rested"
+
+
+@app.job(name="hostile", tenant="none", retry=Retry(attempts=2, base=0))
+async def hostile(ctx: JobContext, payload: None) -> None:
+    """What a third party's API may hand a body: a lone surrogate (json.loads of "\\ud800") in an
+    error message, a NUL in a progress message."""
+    ctx.progress(0.5, "reading a\x00b.csv")
+    raise RuntimeError("from-api" + json.loads('"\\ud800"'))

@@ -19,7 +19,9 @@ lease lost and cancels that run, and it claims nothing more until a renewal land
 Drain (``stop()``, SIGTERM, SIGINT): claiming stops at once; running jobs continue to their end
 or to the drain cut-off (``drain_timeout``, 25 s by default; a second signal cuts off at once);
 at the cut-off their bodies are cancelled and their rows handed back ``ready`` without spending
-the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain.
+the attempt (counted as ``interrupted``). Leases keep being renewed throughout the drain. A settle
+that still has not landed ``SETTLE_GRACE`` after the cut-off (a lock held on its row, a database
+that does not answer) is left behind: the drain ends, and its lease lapses for the next claim.
 
 Every worker also rescues lapsed leases no claim of its own may take (``workhorse.rescue``: a
 paused queue's, a name it does not know, another queue's), twice a visibility timeout apart and at
@@ -74,6 +76,9 @@ if TYPE_CHECKING:
     from workhorse.webhooks.policy import WebhookPolicy
 
 log = logging.getLogger("workhorse.worker")
+# Seconds a drain waits after its cut-off for the settles still in flight; then it stops without them
+# (a lock held on their rows, a database that stopped answering): a second SIGTERM ends the process.
+SETTLE_GRACE = 3.0
 
 
 class App(Protocol):
@@ -355,8 +360,8 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
             if wakeups is not None:
                 await wakeups.close()
-            with contextlib.suppress(WorkhorseError):
-                await control.heartbeat.deregister_worker(self.id)
+            with contextlib.suppress(WorkhorseError, TimeoutError):  # its row expires anyway: never wait long
+                await asyncio.wait_for(control.heartbeat.deregister_worker(self.id), SETTLE_GRACE)
             for driver in {id(d): d for d in (claim, settle, heartbeat)}.values():
                 if not self.app.is_memory:
                     await driver.close()
@@ -540,20 +545,31 @@ class Worker:
             await parts.claimer.hand_back([held.run.claimed for held in waiting])
             for held in waiting:
                 self._forget(control, held)
-        cut = False
+        cut: float | None = None  # time.monotonic() of the cut-off
         while True:
             pending = self._table.leased()
             with self._lock:
                 deadline = self._drain_deadline
             if not pending:
                 break
-            if not cut and deadline is not None and time.monotonic() >= deadline:
-                cut = True
-                log.warning("worker %s: drain cut-off: handing %d running job(s) back unspent", self.id, len(pending))
+            if cut is None and deadline is not None and time.monotonic() >= deadline:
+                cut = time.monotonic()
+                running = sum(1 for h in pending if not h.body_done)  # the others wait for their settle
+                if running:
+                    log.warning("worker %s: drain cut-off: handing %d running job(s) back unspent", self.id, running)
                 for h in pending:
                     parts.bridge.cancel(h, "drain")
+            elif cut is not None and time.monotonic() >= cut + SETTLE_GRACE:
+                # Their settles cannot land (a lock held on their rows, a database that does not
+                # answer): the drain ends anyway. Each lease lapses and the next claim takes the run.
+                log.error(
+                    "worker %s: %d job(s) still not settled %gs after the drain's cut-off; stopping without "
+                    "them (their leases lapse and the next claim takes them): %s",
+                    self.id, len(pending), SETTLE_GRACE, ", ".join(h.lease.job_id for h in pending[:10]),
+                )  # fmt: skip
+                break
             remaining = float("inf") if deadline is None else max(deadline - time.monotonic(), 0.05)
-            await parts.claimer.sleep(min(remaining, 0.25) if not cut else 0.1)
+            await parts.claimer.sleep(min(remaining, 0.25) if cut is None else 0.1)
             control.wake.clear()
         log.info("worker %s: drained (%s)", self.id, self.stats.as_dict())
         if self.app.hooks:
