@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -99,3 +100,16 @@ def test_the_cli_reads_through_the_bouncer(bouncer_url: str, migrated_schema: st
     assert len(json.loads(listed.output)["jobs"]) == 8
     stats = CliRunner().invoke(cli, [*base, "stats", "--json"])
     assert stats.exit_code == 0, stats.output
+
+
+async def test_times_read_in_utc_whatever_the_sessions_zone(
+    bouncer_url: str, migrated_schema: str, pooled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # without `options=-c TimeZone=UTC` the session keeps its own zone (PGTZ here; the server's
+    # default in production); the pooled connection sets UTC, which PgBouncer carries per client
+    monkeypatch.setenv("PGTZ", "Asia/Kolkata")
+    app = App(bouncer_url, schema=migrated_schema)
+    paused = [await app.admin.pause("q", reason="r") for _ in range(3)]
+    listed = await app.admin.pauses()
+    await app.close()
+    assert {p.paused_at.utcoffset() for p in [*paused, *listed]} == {timedelta(0)}

@@ -7,9 +7,11 @@ runs of a statement, the enqueue's wire statement at once), no session ``SET``, 
 advisory lock, no ``LISTEN``. ``WORKHORSE_POOLER=transaction`` says so, and every connection
 workhorse opens then follows it:
 
-- connections are opened without ``options`` (the session's TimeZone is the server's default;
-  every instant workhorse reads is converted to UTC in Python, and its SQL names its zone where
-  one matters) and with ``prepare_threshold=None`` (no statement is ever prepared);
+- connections are opened without ``options`` and with ``prepare_threshold=None`` (no statement is
+  ever prepared); a pooled connection then sets ``TIMEZONE_UTC`` once: TimeZone is one of the
+  parameters PgBouncer tracks per client (with client_encoding, DateStyle, application_name and
+  standard_conforming_strings) and sets again on whichever server connection serves that client,
+  so it never reaches another client, and workhorse's timestamps read (and render in JSON) in UTC;
 - the single enqueue takes psycopg's ordinary path (an unnamed statement);
 - wake-ups (``LISTEN``) go over ``WORKHORSE_LISTEN_URL`` when it is set (a direct connection to
   PostgreSQL, one per worker process), else nothing listens and workers poll (``poll_interval``).
@@ -32,6 +34,7 @@ from workhorse.errors import ConfigurationError
 ENV_POOLER = "WORKHORSE_POOLER"
 ENV_LISTEN_URL = "WORKHORSE_LISTEN_URL"
 ENV_POOL_SIZE = "WORKHORSE_POOL_SIZE"
+TIMEZONE_UTC = "set time zone 'UTC'"
 DEFAULT_POOL_SIZE = 10
 MODES = ("none", "transaction")
 

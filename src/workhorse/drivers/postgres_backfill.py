@@ -20,7 +20,7 @@ from psycopg import sql as pgsql
 from psycopg.rows import dict_row
 
 from workhorse._db.queries import backfill as sql
-from workhorse.drivers.pooler import connect_options
+from workhorse.drivers.pooler import TIMEZONE_UTC, connect_options, pooled
 from workhorse.drivers.postgres_core import translated
 
 
@@ -147,6 +147,8 @@ async def open_ledger(url: str, schema: str) -> AsyncIterator[PassLedger]:
         conn = await psycopg.AsyncConnection.connect(
             url, **connect_options({"autocommit": True, "application_name": "workhorse:backfill"})
         )
+        if pooled():
+            await conn.execute(TIMEZONE_UTC)
     try:
         yield PassLedger(conn, schema)
     finally:

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
 from workhorse.drivers._wire import WireStatement
-from workhorse.drivers.pooler import connect_options, pooled
+from workhorse.drivers.pooler import TIMEZONE_UTC, connect_options, pooled
 from workhorse.drivers.wake_throttle import WakeThrottle
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
@@ -243,6 +243,12 @@ class PostgresCore:
 
     async def _opened_one(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
         self._opened.add(conn)
+        if self.pooled:
+            await conn.execute(TIMEZONE_UTC)  # a parameter PgBouncer carries (drivers/pooler.py)
+
+    def _opened_sync(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        if self.pooled:
+            conn.execute(TIMEZONE_UTC)
 
     def abandon(self) -> None:
         """The event loop this driver's pool ran on has ended, so the pool cannot be closed: close
@@ -270,6 +276,7 @@ class PostgresCore:
                 self.url,
                 min_size=1,
                 max_size=self._max_size,
+                configure=self._opened_sync,
                 kwargs=self.connect_kwargs(),
                 open=True,
                 name=f"workhorse:{self.role}:sync",
