@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 
 from workhorse import App, JobContext, Limits
-from workhorse.flow import rules_for
+from workhorse.limits.rules import rules_for
 
 ORGS = 100  # W2cap: tenants
 ORG_RUN = 10  # W2cap: consecutive jobs of one org

@@ -46,10 +46,10 @@ from typing import Any
 
 import psycopg
 
+import workhorse.retention.queries as retention_sql
 from workhorse import App, JobContext, Retention
-from workhorse._db.queries import retention as retention_sql
-from workhorse.drivers.records import Settlement
-from workhorse.scheduler import Scheduler
+from workhorse.leader.scheduler import Scheduler
+from workhorse.types import Settlement
 
 QUEUE = "bench"
 NAME = "bench.noop"

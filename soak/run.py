@@ -37,7 +37,7 @@ which counts the async jobs and not the sync ones (``tenant="none"``), and a thi
 between two durable steps under a job cap. CI's short soak runs this mode.
 
 The rescue bound (``RescueBound``): a lapsed lease is recovered within the worker's rescue
-interval (``workhorse.rescue.rescue_interval``), jittered by up to 10%, plus RESCUE_SLACK.
+interval (``workhorse.leader.rescue.rescue_interval``), jittered by up to 10%, plus RESCUE_SLACK.
 
 The defaults reproduce the outside soak that found the worker's defects, scaled to
 ``--seconds``: 3 workers at concurrency 8 with a 5 s visibility timeout, about 11 jobs a second
@@ -75,7 +75,7 @@ from soak.sampler import RegistryStats, Sampler
 from soak.soakapp import build_app
 from soak.verify import Inputs, analyse
 from workhorse import embedded
-from workhorse.rescue import rescue_interval
+from workhorse.leader.rescue import rescue_interval
 
 log = logging.getLogger("soak")
 

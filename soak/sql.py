@@ -201,7 +201,7 @@ left join {schema}.jobs as j on j.id = e.id
 """
 
 # Running jobs whose lease lapsed: how many lapsed more than %(bound)s seconds ago (the lease plus
-# the rescue bound: workhorse.rescue), and how long ago the oldest lapsed.
+# the rescue bound: workhorse.leader.rescue), and how long ago the oldest lapsed.
 LAPSED = """
 select count(*) filter (where j.lease_expires_at < clock_timestamp() - %(bound)s * interval '1 second') as past,
        coalesce(extract(epoch from clock_timestamp() - min(j.lease_expires_at))::float8, 0) as oldest,

@@ -7,7 +7,6 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import Job, JobRef, Page, PublishedEvent
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -28,12 +27,13 @@ from workhorse.errors import (
     TerminalError,
     WorkhorseError,
 )
-from workhorse.flow import Concurrency, Limits, Rate
 from workhorse.jobs import JobHandle, Outcome
+from workhorse.limits.rules import Concurrency, Limits, Rate
 from workhorse.outbox import Outbox
-from workhorse.retention import PurgeReport, Retention
+from workhorse.retention.policy import PurgeReport, Retention
 from workhorse.retry import Retry
 from workhorse.steps import Steps, StepSuspension
+from workhorse.types import Job, JobRef, Page, PublishedEvent
 from workhorse.worker import Worker, WorkerStats
 
 __all__ = [

@@ -31,7 +31,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._ports import DriverSource
-from workhorse.drivers.base import (
+from workhorse.durations import Duration, bounded_seconds, to_seconds
+from workhorse.errors import ConfigurationError, JobNotFoundError
+from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
+from workhorse.ids import SHORT_ID_DIGITS
+from workhorse.jobs import JobHandle
+from workhorse.leader.report import TasksReport, tasks_report
+from workhorse.leader.tasks import TaskHandle
+from workhorse.limits.rules import why_held
+from workhorse.retention.policy import PurgeReport, Retention, purge_policy
+from workhorse.search import checked_error, checked_payload
+from workhorse.storable import flaw
+from workhorse.types import (
     ALL_STATES,
     BULK_STATES,
     MAX_BULK,
@@ -47,17 +58,6 @@ from workhorse.drivers.base import (
     Snapshot,
     WorkerInfo,
 )
-from workhorse.durations import Duration, bounded_seconds, to_seconds
-from workhorse.errors import ConfigurationError, JobNotFoundError
-from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
-from workhorse.flow import why_held
-from workhorse.ids import SHORT_ID_DIGITS
-from workhorse.jobs import JobHandle
-from workhorse.retention import PurgeReport, Retention, purge_policy
-from workhorse.scheduler.report import TasksReport, tasks_report
-from workhorse.search import checked_error, checked_payload
-from workhorse.storable import flaw
-from workhorse.tasks import TaskHandle
 
 if TYPE_CHECKING:
     from workhorse.drivers.base import Driver

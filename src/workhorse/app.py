@@ -10,20 +10,22 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
+from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.pooler import pool_size
-from workhorse.drivers.postgres import PostgresDriver, check_schema_name
+from workhorse.drivers.postgres import PostgresDriver
+from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
-from workhorse.flow import Concurrency, Limits, rules_for
 from workhorse.hooks import Hooks
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf
+from workhorse.leader.tasks import TaskDecorator, TaskHandle
+from workhorse.limits.rules import Concurrency, Limits, rules_for
 from workhorse.payload import DEFAULT_MAX_BYTES
-from workhorse.retention import DEFAULT_RETENTION, Retention
+from workhorse.retention.policy import DEFAULT_RETENTION, Retention
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, prepare_event
-from workhorse.tasks import TaskDecorator, TaskHandle
+from workhorse.types import FlowRules, Job, JobRef, Page, PublishedEvent, WorkerInfo
 
 if TYPE_CHECKING:
     from workhorse.webhooks import WebhookPolicy
@@ -261,7 +263,7 @@ class App:
         concurrency: int | Concurrency | None = None,
     ) -> Any:
         """Declare a job. ``tenant`` is required: a function ``payload -> str``, or ``"none"``.
-        ``concurrency`` caps its running runs fleet-wide (``workhorse.flow``)."""
+        ``concurrency`` caps its running runs fleet-wide (``workhorse.limits``)."""
         if callable(name):  # bare @app.job: refused below for the missing tenant, with the job's name
             return self._declare(
                 name,
@@ -340,7 +342,7 @@ class App:
         priority: int = 0,
         on_settled: Callable[[Outcome], Any] | None = None,
     ) -> TaskDecorator:
-        """Declare a cron task: a job plus its schedule (``cron=`` or ``every=``). See ``workhorse.tasks``."""
+        """Declare a cron task: a job plus its schedule (``cron=`` or ``every=``). See ``workhorse.leader.tasks``."""
         options: dict[str, Any] = {
             "cron": cron,
             "every": every,

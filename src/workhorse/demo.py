@@ -25,11 +25,11 @@ from rich.table import Table
 from workhorse import embedded
 from workhorse.app import App
 from workhorse.context import JobContext
-from workhorse.drivers.base import FINISHED_STATES, Job
 from workhorse.drivers.direct import drop_schema
 from workhorse.errors import TerminalError, WorkhorseError
 from workhorse.ids import short_id
 from workhorse.retry import Retry
+from workhorse.types import FINISHED_STATES, Job
 from workhorse.worker import Worker, WorkerStats
 
 DEMO_SCHEMA = "workhorse_demo"  # the demo's own schema, kept after it (replaced by the next demo)

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from workhorse._ports import DriverSource
-from workhorse.drivers.base import Job, ListFilter
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import MAX_TENANT_LENGTH
 from workhorse.storable import flaw
+from workhorse.types import Job, ListFilter
 
 MAX_EXPORT_PAGE = 200  # as app.admin.list's pages
 DEFAULT_EXPORT_PAGE = 100

@@ -12,7 +12,7 @@ its own (its lease lapsed, another worker re-claimed it, or an operator cancelle
 the worker cannot tell these apart). A run the claim itself ended (its lease lapsed on its final
 attempt: ``dead-lettered`` or ``failed``; refused by its concurrency key: ``failed``) is emitted by
 the worker whose claim ended it, with no ``claimed`` before it; one the rescuer buried
-(``workhorse.rescue``) by the worker or the scheduler whose rescue did, its id as ``worker_id``. A worker
+(``workhorse.leader.rescue``) by the worker or the scheduler whose rescue did, its id as ``worker_id``. A worker
 emits ``drained`` once when it stops (no job fields). ``on_settled`` is unchanged and separate.
 
 Every callback is called synchronously, on the worker's control thread, in the order added: keep

@@ -15,16 +15,16 @@ from typing_extensions import TypeVar
 
 from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
-from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import ConfigurationError
-from workhorse.flow import Concurrency
 from workhorse.ids import new_job_id, new_job_ids
+from workhorse.limits.rules import Concurrency
 from workhorse.payload import encode
 from workhorse.retry import Retry
 from workhorse.storable import flaw
 from workhorse.tracing import current_traceparent
 from workhorse.typed import PayloadType, payload_type_of
+from workhorse.types import JobRef, NewJob
 
 R = TypeVar("R")
 P = TypeVar("P", default=Any)  # the payload type the body declares (workhorse.typed); Any when untyped

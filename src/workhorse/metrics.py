@@ -83,7 +83,7 @@ from workhorse.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from workhorse.app import App
-    from workhorse.drivers.base import Snapshot
+    from workhorse.types import Snapshot
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -351,7 +351,7 @@ class WorkhorseCollector:
 
 
 def _empty_families() -> list[Metric]:
-    from workhorse.drivers.base import Snapshot
+    from workhorse.types import Snapshot
 
     empty = Snapshot(now=datetime(1970, 1, 1, tzinfo=UTC), states=[], counters=[], paused=[], workers=0)
     return families(empty, 0.0)[2:]

@@ -20,10 +20,13 @@
   job handle of your real App is refused instead of writing to your database.
 
 The memory driver is a test double (``workhorse.drivers.memory``): enqueue, runs with their
-retries and dead letters, steps and events, and the reads. A job declared with ``concurrency=``
-(or an App with ``limits=``) runs there uncapped: the caps are not enforced. Flow control's counts,
-stats, bulk verbs, pauses, cron leadership, retention, search, the outbox, webhooks and backfills
-are refused there with ``POSTGRES_ONLY``: test those on PostgreSQL (the plugin's ``pg_app``).
+retries and dead letters, steps and events, flow control and the reads. Caps ARE enforced there as
+on PostgreSQL: ``concurrency=`` (keyed too, ``when_busy="fail"`` included) and every ``limits=``
+cap and rate, a job over a cap left ready and unspent. (``drain`` moves the clock only to a
+waiting job's due time, so a job a rate holds back stays ready when the round ends.) Flow
+control's counts, stats, bulk verbs, pauses, cron leadership, retention, search, the outbox,
+webhooks and backfills are refused there with ``POSTGRES_ONLY``: test those on PostgreSQL (the
+plugin's ``pg_app``).
 
 The pytest plugin (``workhorse.pytest_plugin``, entry point ``workhorse``) builds fixtures on these.
 """
@@ -38,13 +41,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from workhorse.context import JobContext
-from workhorse.drivers.base import Driver, Job, StepFence
+from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.jobs import JobHandle
 from workhorse.payload import encode_result
 from workhorse.steps import Steps
+from workhorse.types import Job, StepFence
 
 if TYPE_CHECKING:
     from workhorse.app import App

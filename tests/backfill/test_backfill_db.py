@@ -211,10 +211,10 @@ async def test_the_memory_driver_refuses_backfills() -> None:
 
 
 def test_every_ledger_statement_prepares(bfapp: ModuleType, database_url: str, schema: str) -> None:
-    """Each constant of _db/queries/backfill.py is parsed, planned and type-checked by the server."""
+    """Each constant of backfill/queries.py is parsed, planned and type-checked by the server."""
     import re
 
-    from workhorse._db.queries import backfill as sql
+    import workhorse.backfill.queries as sql
 
     names = [n for n, v in vars(sql).items() if n.isupper() and isinstance(v, str) and "{table}" not in v]
     names.remove("LEDGER_COLUMNS")
@@ -286,7 +286,7 @@ async def test_a_pass_resumes_though_its_gates_refuse_after_it_started(
 
 async def test_a_batch_left_idle_in_its_transaction_is_ended_by_the_server(bfapp: ModuleType) -> None:
     """The lock a frozen runner holds inside a batch is released by the server, not held forever."""
-    from workhorse.drivers.postgres_backfill import open_ledger
+    from workhorse.backfill.postgres import open_ledger
 
     show = "show idle_in_transaction_session_timeout"
     async with open_ledger(bfapp.app.database_url, bfapp.app.schema) as ledger:

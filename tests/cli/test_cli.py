@@ -359,7 +359,7 @@ def test_a_stuck_sync_body_cannot_hold_the_worker_process(database_url: str, sch
 def test_workers_lists_the_live_registry(database_url: str, schema: str) -> None:
 
     from workhorse import App
-    from workhorse.drivers.base import WorkerInfo
+    from workhorse.types import WorkerInfo
 
     assert invoke(database_url, schema, "migrate").exit_code == 0
     assert as_json(invoke(database_url, schema, "workers", "--json")) == {"workers": []}

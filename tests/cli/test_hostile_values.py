@@ -111,7 +111,7 @@ def test_every_command_prints_hostile_values_verbatim(
 
     # workers: a registry row whose id, host and queues are hostile.
     from workhorse import App
-    from workhorse.drivers.base import WorkerInfo
+    from workhorse.types import WorkerInfo
 
     async def register() -> None:
         app = App(database_url, schema=schema)

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from clikit import HERE
 
 from workhorse.cli import cli
-from workhorse.drivers.base import WorkerInfo
 from workhorse.ids import short_id
+from workhorse.types import WorkerInfo
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry
-from workhorse.drivers.base import Lease, Settlement
+from workhorse.types import Lease, Settlement
 
 
 def declare(app: App, attempts: int = 3, dead_letter: bool = True):  # type: ignore[no-untyped-def]

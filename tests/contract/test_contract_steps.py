@@ -13,7 +13,7 @@ from workhorse import (
     Retry,
     Worker,
 )
-from workhorse.drivers.base import StepFence
+from workhorse.types import StepFence
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:

@@ -19,9 +19,10 @@ import pytest
 from workhorse import App, JobContext, Retry, TerminalError
 from workhorse._db.queries import admin as admin_sql
 from workhorse._db.queries import jobs as sql
-from workhorse.drivers.base import BulkFilter, Settlement
-from workhorse.drivers.postgres import PostgresDriver, jobs_channel
+from workhorse.drivers.postgres import PostgresDriver
+from workhorse.drivers.postgres_core import jobs_channel
 from workhorse.ids import SHORT_ID_PERIODS, short_id
+from workhorse.types import BulkFilter, Settlement
 
 ROWS = 200_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from workhorse.drivers.postgres import pg_array
+from workhorse.drivers.postgres_work import pg_array
 
 AWKWARD = [
     "plain",

@@ -9,7 +9,7 @@ import pytest
 
 from workhorse import App, ConfigurationError, DatabaseError, JobCancelledError, JobContext, SchemaError
 from workhorse._db.migrate import latest_version
-from workhorse.scheduler import Scheduler
+from workhorse.leader.scheduler import Scheduler
 
 
 async def test_an_unreachable_server_is_database_unavailable() -> None:

@@ -8,14 +8,14 @@ import re
 import psycopg
 import pytest
 
+import workhorse.leader.queries as rescue_sql
+import workhorse.leader.queries as scheduler_sql
+import workhorse.limits.queries as flow_sql
 import workhorse.steps.queries as step_sql
 from workhorse import App, JobContext, SchemaError
 from workhorse._db import migrate
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as job_sql
 from workhorse._db.queries import migrations as migration_sql
-from workhorse._db.queries import rescue as rescue_sql
-from workhorse._db.queries import scheduler as scheduler_sql
 
 
 async def test_concurrent_migrations_apply_each_file_once(database_url: str, schema: str) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from workhorse import App, Retry
 from workhorse.cli import cli
 from workhorse.durations import LONGEST
-from workhorse.tasks import EverySchedule
+from workhorse.leader.tasks import EverySchedule
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

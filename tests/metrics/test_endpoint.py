@@ -20,8 +20,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from workhorse import App, JobContext, Retry
-from workhorse.drivers.base import WorkerInfo
 from workhorse.metrics import WorkhorseCollector, make_asgi_app, make_wsgi_app, metrics_registry, serve
+from workhorse.types import WorkerInfo
 
 DOWN = "postgresql://postgres@127.0.0.1:1/x"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

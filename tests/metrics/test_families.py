@@ -9,8 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from workhorse import App, ConfigurationError
-from workhorse.drivers.base import CounterSum, QueuePause, Snapshot, StateCount
 from workhorse.metrics import WorkhorseCollector, families, render, to_document
+from workhorse.types import CounterSum, QueuePause, Snapshot, StateCount
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -13,11 +13,11 @@ import pytest
 
 import workhorse.outbox.queries as sql
 from workhorse import App, ConfigurationError, DatabaseError, Outbox, PayloadError, SchemaError
-from workhorse.drivers.base import NewJob
 from workhorse.ids import new_job_id
 from workhorse.outbox.postgres import PostgresOutbox
 from workhorse.outbox.relay import Relay
 from workhorse.outbox.source import _job
+from workhorse.types import NewJob
 
 
 def declare(app: App) -> Any:

@@ -17,7 +17,7 @@ from workhorse import App, JobContext
 from workhorse.cli import cli
 from workhorse.drivers.pooler import pooled
 from workhorse.errors import ConfigurationError
-from workhorse.scheduler import Scheduler
+from workhorse.leader.scheduler import Scheduler
 
 
 def test_an_unknown_pooler_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

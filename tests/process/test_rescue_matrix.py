@@ -28,8 +28,8 @@ import pytest
 from processkit import HERE, ledger, wait_for
 
 from workhorse import App
-from workhorse.drivers.base import Job
-from workhorse.rescue import rescue_interval
+from workhorse.leader.rescue import rescue_interval
+from workhorse.types import Job
 
 pytestmark = pytest.mark.process
 

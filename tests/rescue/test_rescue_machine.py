@@ -37,9 +37,9 @@ from hypothesis.stateful import (
 )
 
 from workhorse import App
-from workhorse.drivers.base import FlowRules, Lease, NewJob, Settlement
 from workhorse.drivers.postgres import PostgresDriver
-from workhorse.rescue import RESCUE_BATCH
+from workhorse.leader.rescue import RESCUE_BATCH
+from workhorse.types import FlowRules, Lease, NewJob, Settlement
 
 MAX_EXAMPLES = 30
 STEPS = 30

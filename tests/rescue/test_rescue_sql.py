@@ -1,4 +1,4 @@
-"""RESCUE on a real PostgreSQL (``_db/queries/rescue.py``, ``RescueRole.rescue_lapsed``): what it
+"""RESCUE on a real PostgreSQL (``leader/queries.py``, ``RescueRole.rescue_lapsed``): what it
 writes (what the claim's lapsed arm writes, short of running the job), the fence it keeps, the
 locks it skips, its batches, its cost when nothing lapsed, its wake-up and the slots it frees."""
 
@@ -11,12 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
+import workhorse.leader.queries as rescue_sql
 from workhorse import App, JobContext, Limits, Retry
-from workhorse._db.queries import rescue as rescue_sql
-from workhorse.drivers.base import Lease, RescueRole, Settlement
-from workhorse.drivers.postgres import jobs_channel
-from workhorse.flow import rules_for
-from workhorse.rescue import RESCUE_BATCH, rescue_lapsed
+from workhorse.drivers.base import RescueRole
+from workhorse.drivers.postgres_core import jobs_channel
+from workhorse.leader.rescue import RESCUE_BATCH, rescue_lapsed
+from workhorse.limits.rules import rules_for
+from workhorse.types import Lease, Settlement
 
 LAPSE = 0.3  # seconds a test lease lasts
 

@@ -1,4 +1,4 @@
-"""Who runs the rescue (``workhorse.rescue``), on a real PostgreSQL: every worker, for the queues it
+"""Who runs the rescue (``workhorse.leader.rescue``), on a real PostgreSQL: every worker, for the queues it
 does not serve too, and the scheduler's leader; a burial by either says what a claim's burial
 says (an ERROR line, the lifecycle event, the job's ``on_settled``)."""
 
@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from workhorse import App, JobContext, Outcome, Retry
-from workhorse.drivers.base import JobRef, Rescued
 from workhorse.hooks import LifecycleEvent
-from workhorse.rescue import rescue_every, rescue_interval
-from workhorse.scheduler import Scheduler
+from workhorse.leader.rescue import rescue_every, rescue_interval
+from workhorse.leader.scheduler import Scheduler
+from workhorse.types import JobRef, Rescued
 
 LAPSE = 0.3
 

@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workhorse import App, JobContext
-from workhorse.drivers.base import Rescued
-from workhorse.scheduler import RoundAnswer, RoundRequest, Scheduler, TaskState
+from workhorse.leader.rounds import RoundAnswer, RoundRequest, TaskState
+from workhorse.leader.scheduler import Scheduler
+from workhorse.types import Rescued
 
 BUDGET_PER_MINUTE = 6
 START = datetime(2026, 5, 17, 10, 0, 7, tzinfo=UTC)
@@ -180,7 +181,7 @@ async def test_an_idle_leader_issues_four_statements_a_minute() -> None:
 
 
 async def test_an_idle_leader_rescues_every_fourth_round_and_a_standby_never() -> None:
-    """The rescue duty (workhorse.rescue) costs the leader one statement every fourth round when
+    """The rescue duty (workhorse.leader.rescue) costs the leader one statement every fourth round when
     nothing lapsed: once a minute at the default interval, so rounds and rescues stay within the
     budget; a standby rescues nothing (its workers do)."""
     time = VirtualTime()

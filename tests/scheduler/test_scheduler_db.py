@@ -14,17 +14,11 @@ from click.testing import CliRunner
 
 from workhorse import App, JobContext, Retry
 from workhorse.cli import cli
-from workhorse.scheduler import (
-    Declared,
-    PlannedFire,
-    PostgresRoundStore,
-    RoundAnswer,
-    RoundRequest,
-    Scheduler,
-    channel_for,
-    read_tasks,
-)
-from workhorse.tasks import Fire, TaskHandle, plan_fire
+from workhorse.leader.report import read_tasks
+from workhorse.leader.rounds import Declared, PlannedFire, RoundAnswer, RoundRequest, channel_for
+from workhorse.leader.scheduler import Scheduler
+from workhorse.leader.store import PostgresRoundStore
+from workhorse.leader.tasks import Fire, TaskHandle, plan_fire
 
 
 def tick_app(url: str, schema: str, **options: Any) -> tuple[App, TaskHandle[Any]]:

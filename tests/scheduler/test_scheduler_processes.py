@@ -200,7 +200,7 @@ def test_an_idle_scheduler_stays_within_six_statements_a_minute(database_url: st
     steady = [(role, t, head) for role, t, head in seen if t > seen[0][1] + STARTUP]
     assert steady, seen
     assert {role for role, _, _ in steady} == {"workhorse:scheduler"}, "a leader holds no LISTEN session"
-    # Besides its rounds a leader rescues lapsed leases (workhorse.rescue) every fourth round: at
+    # Besides its rounds a leader rescues lapsed leases (workhorse.leader.rescue) every fourth round: at
     # start-up, then a minute later, past the watch. One seen in the steady state is counted apart.
     rescues = [t for _, t, head in steady if head.startswith("with lapsed as")]
     assert len(rescues) <= 1, rescues

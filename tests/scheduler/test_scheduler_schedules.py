@@ -20,8 +20,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry, WorkhorseError
-from workhorse.scheduler import Scheduler
-from workhorse.tasks import CronSchedule, EverySchedule, Fire, parse_schedule, plan_fire
+from workhorse.leader.scheduler import Scheduler
+from workhorse.leader.tasks import CronSchedule, EverySchedule, Fire, parse_schedule, plan_fire
 
 NY = "America/New_York"
 

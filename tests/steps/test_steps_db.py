@@ -8,8 +8,8 @@ import psycopg
 
 import workhorse.steps.queries as step_sql
 from workhorse import App, JobContext
-from workhorse.drivers.base import StepFence
 from workhorse.drivers.postgres import PostgresDriver
+from workhorse.types import StepFence
 
 
 async def test_a_publish_waits_for_an_in_flight_wait_of_its_key_and_then_wakes_it(

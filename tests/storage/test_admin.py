@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry
-from workhorse.drivers.base import ERRORS_KEPT, JobRef, Page, Settlement, StepFence
+from workhorse.types import ERRORS_KEPT, JobRef, Page, Settlement, StepFence
 
 MISSING = "01900000-0000-7000-8000-000000000000"
 

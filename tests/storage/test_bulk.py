@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry
-from workhorse.drivers.base import BulkResult, Settlement
+from workhorse.types import BulkResult, Settlement
 
 
 def declare(app: App):  # type: ignore[no-untyped-def]

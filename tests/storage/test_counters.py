@@ -11,7 +11,7 @@ import pytest
 
 from workhorse import App, ConfigurationError, JobContext, Retry, TerminalError
 from workhorse.admin import Stats, StatsRow
-from workhorse.drivers.base import CounterSum, Settlement, WorkerInfo
+from workhorse.types import CounterSum, Settlement, WorkerInfo
 
 WINDOW = 3600.0
 

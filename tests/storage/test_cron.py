@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from workhorse import App, JobContext
-from workhorse.scheduler import Declared, PlannedFire, RoundAnswer, RoundRequest, Scheduler
-from workhorse.tasks import Fire, TaskHandle, occurrence_key
+from workhorse.leader.rounds import Declared, PlannedFire, RoundAnswer, RoundRequest
+from workhorse.leader.scheduler import Scheduler
+from workhorse.leader.tasks import Fire, TaskHandle, occurrence_key
 
 
 def every_second(app: App) -> TaskHandle[Any]:

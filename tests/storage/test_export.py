@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext
-from workhorse.drivers.base import ListFilter, Page
 from workhorse.errors import WorkhorseError
 from workhorse.export import ExportPage, export_pages
+from workhorse.types import ListFilter, Page
 
 # Tenants a sloppy filter would mix up: shared prefixes, case, trailing space, LIKE wildcards.
 TENANTS = ["acme", "acme-2", "acm", "ACME", "acme ", "ac%", "ac_e", "émigré"]

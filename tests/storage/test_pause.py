@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext
-from workhorse.drivers.base import QueuePause, Settlement
+from workhorse.types import QueuePause, Settlement
 
 
 def declare(app: App, ran: list[str]):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, ConfigurationError, JobContext, MemoryDriver
-from workhorse.drivers.base import StepFence
+from workhorse.types import StepFence
 
 
 async def wait_for(predicate: Any, timeout: float = 10.0) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import os
 
 from workhorse import App, JobContext
-from workhorse.drivers.base import WorkerInfo
+from workhorse.types import WorkerInfo
 
 
 async def test_a_running_worker_is_listed_and_forgotten_on_stop(app: App) -> None:

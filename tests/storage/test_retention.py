@@ -19,7 +19,7 @@ import pytest
 
 from schemapool import SchemaPool, pooled_app
 from workhorse import App, ConfigurationError, JobContext, Limits, Rate, Retention, Retry, TerminalError
-from workhorse.drivers.base import WorkerInfo
+from workhorse.types import WorkerInfo
 
 DAY = 86400.0
 HOUR = 3600.0

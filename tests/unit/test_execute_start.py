@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from workhorse import App, JobContext
-from workhorse.drivers.base import Claimed
+from workhorse.types import Claimed
 from workhorse.worker.execute import Run, Verdict, execute
 
 

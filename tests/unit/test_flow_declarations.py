@@ -1,8 +1,8 @@
 """Flow-control declarations (``Concurrency``, ``Limits``, ``Rate``, ``App(limits=)``,
 ``@app.job(concurrency=)``): every bad number or type is refused at construction with
 CONFIG_INVALID, naming the value and a fix; 0 is accepted (a hard stop). A bad concurrency key
-is refused at enqueue with nothing written, and the memory driver (a test double) runs
-a capped job uncapped."""
+is refused at enqueue with nothing written, and the memory driver (a test double) enforces
+the caps."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from workhorse import App, Concurrency, ConfigurationError, JobContext, Limits, Rate
+from workhorse.testing import drain, memory
 
 BAD_NUMBERS: list[Any] = [-1, -100, 2.0, 1.5, math.nan, math.inf, -math.inf, True, False, "2", None, [2], {"n": 2}]
 BAD_COUNTS = [v for v in BAD_NUMBERS if v is not None]  # None means "no cap" where a cap is optional
@@ -189,21 +190,19 @@ async def test_a_key_of_200_characters_is_stored(memory_app: App) -> None:
     assert (await memory_app.get_job(ref.id)) is not None
 
 
-# -- the memory driver (a test double) runs capped jobs, the caps not enforced ----------------------
+# -- the memory driver (a test double) enforces the caps (tests/contract/test_contract_flow.py has the rest)
 
 
 @pytest.mark.parametrize(
-    "declare",
+    ("declare", "runs"),
     [
-        {"concurrency": 1},
-        {"concurrency": Concurrency(1, key=lambda p: "k")},
-        {"concurrency": Concurrency(1, key=lambda p: "k", when_busy="fail")},
-        {"concurrency": 0},
-        {"limits": Limits(total=0)},
-        {"limits": Limits(rate_per_tenant=Rate(1, per="1h"))},
+        ({"concurrency": 0}, 0),
+        ({"concurrency": Concurrency(0, key=lambda p: "k", when_busy="fail")}, 0),
+        ({"limits": Limits(total=0)}, 0),
+        ({"limits": Limits(rate_per_tenant=Rate(1, per="1h"))}, 1),
     ],
 )
-async def test_a_capped_job_runs_on_the_memory_driver_its_cap_not_enforced(declare: dict[str, Any]) -> None:
+async def test_the_memory_driver_enforces_a_cap(declare: dict[str, Any], runs: int) -> None:
     app = App(driver="memory", limits=declare.get("limits"))
     ran: list[int] = []
 
@@ -213,7 +212,29 @@ async def test_a_capped_job_runs_on_the_memory_driver_its_cap_not_enforced(decla
 
     refs = await capped.enqueue_many([1, 2, 3])
     stats = await app.worker().run(burst=True)
-    assert sorted(ran) == [1, 2, 3] and stats.completed == 3
-    for ref in refs:
-        job = await app.get_job(ref.id)
-        assert job is not None and job.state == "done"
+    assert len(ran) == runs and stats.completed == runs
+    jobs = [await app.get_job(ref.id) for ref in refs]
+    held = [(j.state, j.attempt, j.last_error) for j in jobs if j is not None and j.state != "done"]
+    assert held == [("ready", 0, None)] * (3 - runs)  # held back uncounted: ready, unspent, no error
+
+
+async def test_a_rate_window_slides_on_the_memory_drivers_clock() -> None:
+    """The window is measured by the driver's clock (with RATE_SLACK, 5% of ``per``), so a test moves
+    it instead of sleeping; drain moves the clock only to due times, never past a rate."""
+    app = App(driver="memory", limits=Limits(rate_per_tenant=Rate(1, per="1h")))
+    ran: list[int] = []
+
+    @app.job(name="call_api", tenant=lambda p: "t")
+    async def call_api(ctx: JobContext, payload: int) -> None:
+        ran.append(payload)
+
+    with memory(app) as clock:
+        await call_api.enqueue_many([1, 2])
+        await drain(app)
+        assert ran == [1]
+        clock.advance("62m")  # inside the window of 1h and its slack
+        await drain(app)
+        assert ran == [1]
+        clock.advance("2m")
+        await drain(app)
+        assert ran == [1, 2]

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from workhorse import ConfigurationError
-from workhorse.drivers.base import (
+from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.memory_core import _error_entry, _json_time
+from workhorse.ids import new_job_id
+from workhorse.types import (
     ERRORS_KEPT,
     BulkFilter,
     ListFilter,
@@ -19,9 +22,6 @@ from workhorse.drivers.base import (
     Settlement,
     StepFence,
 )
-from workhorse.drivers.memory import MemoryDriver
-from workhorse.drivers.memory_core import _error_entry, _json_time
-from workhorse.ids import new_job_id
 
 T0 = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
 

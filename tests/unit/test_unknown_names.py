@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from workhorse import App, JobContext
-from workhorse.drivers.base import StateCount
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres_operate import PostgresOperate
+from workhorse.types import StateCount
 from workhorse.worker import unknown
 from workhorse.worker.unknown import UnknownNames, likely_meant, unknown_ready
 

@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
+import workhorse.retention.queries as sql
 from workhorse import App, ConfigurationError, Retention
 from workhorse._db.migrate import available
-from workhorse._db.queries import retention as sql
 
 DAY = 86400.0
 # Every other target kept: only the ledger is judged.

@@ -1,4 +1,4 @@
-"""Every named statement of ``_db/queries/webhooks.py`` is parsed, planned and type-checked by the
+"""Every named statement of ``webhooks/queries.py`` is parsed, planned and type-checked by the
 server (PREPARE); each is also run by the delivery and CLI tests. Migration 014 runs twice harmlessly."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 import psycopg
 import pytest
 
+import workhorse.webhooks.queries as sql
 from workhorse import App
 from workhorse._db.migrate import available
-from workhorse._db.queries import webhooks as sql
 
 NAMES = sorted(name for name, value in vars(sql).items() if name.isupper() and not name.startswith("_"))
 

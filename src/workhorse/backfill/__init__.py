@@ -10,8 +10,8 @@
 
 The modules: ``declaration`` (Backfill, Batch, AppMigration, the checksum, ``WORKHORSE_ENV``),
 ``errors`` (the refusals), ``passes`` (the pass job, its batches, the dry run), ``api`` (start,
-dry_run, status, check_pending). The ledger's SQL is ``_db/queries/backfill.py``, run by
-``drivers/postgres_backfill.py``. PostgreSQL only: on the memory driver every call but the
+dry_run, status, check_pending). The ledger's SQL is ``backfill/queries.py``, run by
+``backfill/postgres.py``. PostgreSQL only: on the memory driver every call but the
 declaration is refused (``POSTGRES_ONLY``).
 """
 

@@ -23,7 +23,7 @@ from workhorse.backfill.declaration import (
 from workhorse.backfill.errors import applied, pending, postgres_only, running, unknown
 from workhorse.backfill.passes import BackfillApp, DryRun, check_gates, declare_pass_job
 from workhorse.backfill.passes import dry_run as _dry_run
-from workhorse.drivers.postgres_backfill import open_ledger
+from workhorse.backfill.postgres import open_ledger
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
 

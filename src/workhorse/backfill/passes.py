@@ -37,8 +37,8 @@ from workhorse.backfill.errors import (
     unknown,
     wrong_environment,
 )
+from workhorse.backfill.postgres import PassLedger, open_ledger
 from workhorse.context import HandBack, JobContext
-from workhorse.drivers.postgres_backfill import PassLedger, open_ledger
 from workhorse.errors import TerminalError
 from workhorse.retry import Retry
 

@@ -9,8 +9,8 @@ from rich.text import Text
 from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import count, emit_json, stdout, visible
-from workhorse.drivers.base import ALL_STATES
 from workhorse.export import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE, ExportSummary, write_export
+from workhorse.types import ALL_STATES
 
 
 @click.command("export", short_help="Write one tenant's jobs to a directory, a JSON file a page.")

@@ -9,7 +9,7 @@ import click
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, stdout
-from workhorse.drivers.base import WorkerInfo
+from workhorse.types import WorkerInfo
 
 
 @click.command("workers")

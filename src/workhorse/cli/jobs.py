@@ -36,11 +36,12 @@ from workhorse.cli.output import (
     trim,
     visible,
 )
-from workhorse.drivers.base import ALL_STATES, LIVE_STATES, SEARCH_SCAN, Job, Page
+from workhorse.drivers.base import SEARCH_SCAN
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.ids import short_id
 from workhorse.search import parse_payload_search
+from workhorse.types import ALL_STATES, LIVE_STATES, Job, Page
 
 ERROR_WIDTH = 96  # characters of the last error `ls` shows at most (less when the terminal is narrower)
 PROGRESS_WIDTH = 32

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import emit_json, stdout
-from workhorse.retention import PurgeReport
+from workhorse.retention.policy import PurgeReport
 
 
 @click.command("purge", short_help="Remove what the retention policy says has aged out, now.")

@@ -23,8 +23,8 @@ from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_role
 from workhorse.cli.output import emit_json, redact, stdout
 from workhorse.durations import Duration
+from workhorse.leader.scheduler import Scheduler
 from workhorse.logs import LOG_FORMATS, LogFormat, formatter
-from workhorse.scheduler import Scheduler
 from workhorse.worker import Worker, WorkerStats
 
 STUCK_THREAD_GRACE = 1.0  # seconds a job thread gets to return after the drain before we stop waiting

@@ -13,8 +13,9 @@ from workhorse.cli.main import State, json_option, pass_state, run_role, run_wit
 from workhorse.cli.output import ago, emit_json, redact, stdout, styled
 from workhorse.cli.run import _duration, _logging_to_stderr
 from workhorse.errors import ConfigurationError
-from workhorse.scheduler import Scheduler, TasksReport
-from workhorse.tasks import iso
+from workhorse.leader.report import TasksReport
+from workhorse.leader.scheduler import Scheduler
+from workhorse.leader.tasks import iso
 
 
 @click.command("scheduler")

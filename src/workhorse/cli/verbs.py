@@ -18,9 +18,9 @@ from workhorse.app import App
 from workhorse.cli.jobs import command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import count, emit_json, state_text, stdout
-from workhorse.drivers.base import BULK_STATES, MAX_BULK, BulkResult, Job
 from workhorse.errors import ConfigurationError
 from workhorse.ids import short_id
+from workhorse.types import BULK_STATES, MAX_BULK, BulkResult, Job
 
 USAGE = "CLI_USAGE"
 

@@ -17,8 +17,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from workhorse.app import App
 from workhorse.dashboard.security import DashboardRefusal, Guard, text_fields
-from workhorse.drivers.base import BulkResult
 from workhorse.errors import WorkhorseError
+from workhorse.types import BulkResult
 
 MAX_FORM = 16_384  # bytes an action's form may carry (a few short fields)
 JOB_VERBS = {

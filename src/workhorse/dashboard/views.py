@@ -14,10 +14,10 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from workhorse.drivers.base import ALL_STATES, BULK_STATES, FINISHED_STATES, LIVE_STATES, Job
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.search import parse_payload_search
+from workhorse.types import ALL_STATES, BULK_STATES, FINISHED_STATES, LIVE_STATES, Job
 
 # The overview's state columns, in the order a person reads a queue: waiting, working, stuck.
 OVERVIEW_STATES: tuple[str, ...] = ("ready", "running", "delayed", "suspended", "dead", "failed")

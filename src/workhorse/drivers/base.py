@@ -2,9 +2,9 @@
 
 Not a plug-in point. PostgreSQL is the one implementation of the queue (``PostgresDriver``, each
 role in ``postgres_<role>.py``). ``MemoryDriver`` is a test double for users' unit tests: it keeps
-enqueue, claims and settles, steps and events and the reads, and refuses the rest with
-``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps on both, and every
-other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
+enqueue, claims and settles (flow control's caps enforced), steps and events and the reads, and
+refuses the rest with ``POSTGRES_ONLY``; the contract suite (``tests/contract``) runs what it keeps
+on both, and every other storage test runs on PostgreSQL. All times a driver decides with come from ITS clock:
 ``now()`` in Postgres, the injected clock in memory. Workers never compare their own clock with a row.
 
 The roles, each a protocol; ``Driver`` is all of them:
@@ -31,8 +31,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from workhorse.drivers.leadership import LeadershipRole
-from workhorse.drivers.records import (
+from workhorse.drivers.searching import SEARCH_SCAN
+from workhorse.leader.rounds import LeadershipRole
+from workhorse.types import (
     ALL_STATES,
     BULK_STATES,
     ERRORS_KEPT,
@@ -75,7 +76,6 @@ from workhorse.drivers.records import (
     WorkerInfo,
     shown_step,
 )
-from workhorse.drivers.searching import SEARCH_SCAN
 
 
 @runtime_checkable

@@ -7,7 +7,7 @@ import psycopg
 from psycopg import sql
 
 from workhorse.drivers.pooler import connect_options
-from workhorse.drivers.postgres import translated
+from workhorse.drivers.postgres_core import translated
 
 
 def check_reachable(url: str) -> None:

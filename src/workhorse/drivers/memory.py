@@ -3,15 +3,16 @@
 PostgreSQL is the one implementation of the queue. This driver keeps what a unit test of jobs
 needs, and nothing else: enqueue (with idempotency keys), claim, heartbeat and settle (fenced on
 the claim, with retries and dead letters; a lapsed lease is taken back by the next claim), durable
-steps and events (``memory_steps.py``), the reads (``get_job``, ``list_jobs``) and the single
-operator verbs, and a clock a test can move (``workhorse.testing.drain``). The contract suite
-(``tests/contract``) runs all of it on this driver and on PostgreSQL side by side.
+steps and events (``memory_steps.py``), flow control (``memory_flow.py``: every cap of
+``concurrency=`` and ``limits=`` is enforced here as on PostgreSQL), the reads (``get_job``,
+``list_jobs``) and the single operator verbs, and a clock a test can move
+(``workhorse.testing.drain``). The contract suite (``tests/contract``) runs all of it on this
+driver and on PostgreSQL side by side.
 
 Everything else is PostgreSQL's, and refused here with ``POSTGRES_ONLY`` (whose fix says how to
-get a PostgreSQL for tests): flow control's counts, counters and stats, bulk verbs, pauses, the
-worker registry's list, cron leadership, retention, export and search, the outbox, webhooks and
-backfills. A job declared with ``concurrency=`` (or an App with ``limits=``) still runs here, but
-its caps are not enforced: every claim takes what is due.
+get a PostgreSQL for tests): flow control's counts (the operator's read of what the caps hold),
+counters and stats, bulk verbs, pauses, the worker registry's list, cron leadership, retention,
+export and search, the outbox, webhooks and backfills.
 
 Where Postgres NOTIFYs (enqueue, requeue, promote, a publish that woke runs, a hand-back), this
 driver calls its subscribers (``subscribe``): that is how an in-process worker is woken.
@@ -44,6 +45,7 @@ from workhorse.drivers.base import (
     WorkerInfo,
 )
 from workhorse.drivers.memory_core import _by_seq, _canonical, _json_text, _json_time, _KeySlot, _Row
+from workhorse.drivers.memory_flow import MemoryFlow
 from workhorse.drivers.memory_steps import MemorySteps
 from workhorse.drivers.wakeups import Subscription
 from workhorse.errors import ConfigurationError
@@ -70,7 +72,7 @@ def _refused_now(feature: str) -> Callable[..., Any]:
     return refuse
 
 
-class MemoryDriver(MemorySteps):
+class MemoryDriver(MemorySteps, MemoryFlow):
     """The test double, in one process. ``clock`` is its database clock (default: UTC wall time)."""
 
     kind: str = "memory"
@@ -162,11 +164,13 @@ class MemoryDriver(MemorySteps):
         sweep: bool = True,
         flow: FlowRules | None = None,
     ) -> ClaimResult:
-        """CLAIM's two arms per queue: lapsed leases first (burying final attempts), then due jobs.
-        ``flow`` is not enforced here (see the module docstring)."""
+        """CLAIM's two arms per queue: lapsed leases first (burying final attempts), then due jobs;
+        under ``flow``, FLOW_CLAIM's (``memory_flow.py``)."""
         if not wants:
             raise refusals.claim_queues_empty()
         with self._lock:
+            if flow is not None:
+                return self._flow_claim(worker_id=worker_id, wants=wants, names=names, visibility=visibility, flow=flow)
             now = self._now()
             name_set = set(names)
             claimed: list[Claimed] = []

@@ -272,6 +272,7 @@ class MemoryCore:
         self._workers: dict[str, WorkerInfo] = {}
         self._steps: dict[str, dict[str, _StepRow]] = {}
         self._events: list[_EventRow] = []
+        self._flow_starts: list[tuple[str, datetime]] = []  # FLOW_CLAIM's flow_starts: tenant, when
         self._event_ids = itertools.count(1)
         self._subscribers: list[Callable[[], None]] = []
         self._cancel_subscribers: list[Callable[[], None]] = []

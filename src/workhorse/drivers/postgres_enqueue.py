@@ -13,9 +13,9 @@ from psycopg.rows import dict_row
 
 from workhorse._db.queries import jobs as sql
 from workhorse.connections import driver_connection, driver_connection_sync
-from workhorse.drivers.base import JobRef, NewJob
 from workhorse.drivers.postgres_core import PostgresCore, translated
 from workhorse.errors import ConfigurationError, DatabaseError
+from workhorse.types import JobRef, NewJob
 
 Statement = tuple[LiteralString, dict[str, Any]]
 

@@ -13,14 +13,18 @@ from typing import Any
 
 import psycopg.errors
 
+import workhorse.limits.queries as flow_sql
 import workhorse.steps.queries as step_sql
 from workhorse._db.queries import admin as admin_sql
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import series as series_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
-from workhorse.drivers.base import (
+from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
+from workhorse.drivers.searching import SEARCH_SCAN, searched_page
+from workhorse.errors import DatabaseError
+from workhorse.ids import SHORT_ID_PERIODS
+from workhorse.types import (
     LIVE_STATES,
     BulkFilter,
     BulkResult,
@@ -37,10 +41,6 @@ from workhorse.drivers.base import (
     WorkerInfo,
     shown_step,
 )
-from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
-from workhorse.drivers.searching import SEARCH_SCAN, searched_page
-from workhorse.errors import DatabaseError
-from workhorse.ids import SHORT_ID_PERIODS
 
 SHOWN_LIMIT = 1_000  # characters of a step's result or error message that `show` prints
 

@@ -9,13 +9,16 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import workhorse.leader.queries as rescue_sql
+import workhorse.limits.queries as flow_sql
 from workhorse._db.queries import admin as admin_sql
-from workhorse._db.queries import flow as flow_sql
 from workhorse._db.queries import jobs as sql
-from workhorse._db.queries import rescue as rescue_sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
-from workhorse.drivers.base import (
+from workhorse.drivers.listener import Listener
+from workhorse.drivers.pooler import listen_url
+from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
+from workhorse.types import (
     Beat,
     Buried,
     Claimed,
@@ -27,9 +30,6 @@ from workhorse.drivers.base import (
     StepFence,
     WorkerInfo,
 )
-from workhorse.drivers.listener import Listener
-from workhorse.drivers.pooler import listen_url
-from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
 
 _ARRAY_ESCAPES = str.maketrans({'"': '\\"', "\\": "\\\\"})
 

@@ -88,6 +88,6 @@ def postgres_only(feature: str) -> WorkhorseError:
     return ConfigurationError(
         code="POSTGRES_ONLY",
         cause=f"{feature} run on PostgreSQL only; this app uses the memory driver, a test double that keeps "
-        "enqueue, claims and settles, steps and events, and the reads",
+        "enqueue, claims and settles (under every flow-control cap), steps and events, and the reads",
         fix=POSTGRES_ONLY_FIX,
     )

@@ -4,7 +4,7 @@ order from the cursor, the hits among them, and where the next page goes on
 
 from __future__ import annotations
 
-from workhorse.drivers.records import Job, Page
+from workhorse.types import Job, Page
 
 SEARCH_SCAN = 10_000  # rows a search page examines at most
 

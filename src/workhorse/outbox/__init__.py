@@ -9,5 +9,6 @@ PostgreSQL database, and the relay that moves them into the queue.
 """
 
 from workhorse.outbox.api import Outbox
+from workhorse.outbox.relay import Relay, RelayStats
 
-__all__ = ["Outbox"]
+__all__ = ["Outbox", "Relay", "RelayStats"]

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, LiteralString
 import workhorse.outbox.queries as sql
 from workhorse._db.migrate import available
 from workhorse.connections import driver_connection, driver_connection_sync
-from workhorse.drivers.base import JobRef, NewJob
 from workhorse.drivers.postgres_enqueue import _insert_params
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
@@ -34,6 +33,7 @@ from workhorse.outbox.source import (
     migrate_on_callers_sync,
     migrate_url,
 )
+from workhorse.types import JobRef, NewJob
 
 if TYPE_CHECKING:
     from workhorse.app import App

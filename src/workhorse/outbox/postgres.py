@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import workhorse.outbox.queries as sql
-from workhorse.drivers.base import NewJob
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.drivers.postgres_enqueue import _insert_params
+from workhorse.types import NewJob
 
 
 class PostgresOutbox(PostgresCore):

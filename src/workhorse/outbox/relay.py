@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, stop_signals
 from workhorse.drivers import refusals
-from workhorse.drivers.base import NewJob
 from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError
 from workhorse.outbox.source import OutboxSource, check_source
+from workhorse.types import NewJob
 
 if TYPE_CHECKING:
     from workhorse.app import App

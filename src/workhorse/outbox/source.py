@@ -16,9 +16,9 @@ import psycopg.errors
 from psycopg.rows import dict_row
 
 import workhorse.outbox.queries as sql
-from workhorse.drivers.base import NewJob
 from workhorse.drivers.postgres_core import translate
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
+from workhorse.types import NewJob
 
 # A migration as statements, free of I/O: each statement is sent its rows; returns the versions applied.
 Plan = Generator[tuple[LiteralString, dict[str, Any] | None], list[Any], list[int]]

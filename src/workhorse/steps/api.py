@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, overload
 
-from workhorse.drivers.base import Driver, StepAnswer, StepFence, StepRecord
+from workhorse.drivers.base import Driver
 from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import (
     ConfigurationError,
@@ -59,6 +59,7 @@ from workhorse.payload import DEFAULT_MAX_BYTES, encode
 from workhorse.retry import Retry
 from workhorse.steps.events import DEFAULT_TTL, check_event_key, check_event_name
 from workhorse.storable import flaw
+from workhorse.types import StepAnswer, StepFence, StepRecord
 
 T = TypeVar("T")
 MAX_STEP_NAME = 200

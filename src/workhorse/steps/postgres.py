@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 import workhorse.steps.queries as step_sql
-from workhorse.drivers.base import PublishedEvent, StepAnswer, StepFence, StepRecord
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
+from workhorse.types import PublishedEvent, StepAnswer, StepFence, StepRecord
 
 PURGE_BATCH = 1_000  # expired events deleted per statement: short locks, a loop until done
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from workhorse.drivers.base import Job, JobRef
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import JobNotFoundError, WorkhorseError
+from workhorse.types import Job, JobRef
 
 if TYPE_CHECKING:
     from workhorse._ports import DriverSource

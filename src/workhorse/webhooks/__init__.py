@@ -4,8 +4,8 @@
 endpoints and sends; ``verify`` is the receiving half. Modules: ``policy`` (the policy, the drain
 check), ``signing`` (the Standard Webhooks format, pure), ``guard`` (URLs and addresses: SSRF),
 ``wire`` (one POST, httpx imported there only), ``deliver`` (the delivery job), ``api``,
-``records``, ``store`` (its statements' runner), ``errors``. Importing this package imports no
-HTTP client.
+``records``, ``store`` (its statements' runner), ``queries`` (the statements), ``errors``. Importing
+this package imports no HTTP client.
 """
 
 from workhorse.webhooks.errors import WebhookDeliveryError, WebhookError

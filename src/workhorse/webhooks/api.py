@@ -12,10 +12,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from workhorse._db.queries import webhooks as sql
-from workhorse.drivers.base import JobRef
+import workhorse.webhooks.queries as sql
 from workhorse.durations import Duration, to_seconds
 from workhorse.payload import encode
+from workhorse.types import JobRef
 from workhorse.webhooks import store
 from workhorse.webhooks.errors import WebhookError, endpoint_not_found
 from workhorse.webhooks.guard import check_url

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from workhorse._db.queries import webhooks as sql
+import workhorse.webhooks.queries as sql
 from workhorse.context import JobContext
 from workhorse.errors import ConfigurationError, LeaseLostError, RetryAfter, TerminalError
 from workhorse.webhooks import store

@@ -1,11 +1,11 @@
-"""The webhooks' statements, run on the app's PostgreSQL driver (``_db/queries/webhooks.py``).
+"""The webhooks' statements, run on the app's PostgreSQL driver (``webhooks/queries.py``).
 Webhooks need PostgreSQL: the memory driver has no endpoints table (``POSTGRES_ONLY``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from workhorse._db.queries import webhooks as sql
+import workhorse.webhooks.queries as sql
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.drivers.refusals import POSTGRES_ONLY_FIX
 from workhorse.webhooks.errors import WebhookError

@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from workhorse.drivers.base import Buried, Claimed, ClaimResult, FlowRules, Settlement
 from workhorse.drivers.wakeups import Wakeups
 from workhorse.errors import WorkhorseError
+from workhorse.types import Buried, Claimed, ClaimResult, FlowRules, Settlement
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import NOT_STARTED
 from workhorse.worker.records import Control, WorkerStats

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workhorse.context import HandBack, JobContext
-from workhorse.drivers.base import Claimed, Outcome
 from workhorse.errors import JobCancelledError, LeaseLostError, PayloadError, StepError
 from workhorse.failures import error_json
 from workhorse.jobs import JobHandle
@@ -28,6 +27,7 @@ from workhorse.payload import encode_result
 from workhorse.retry import Decision, decide
 from workhorse.steps import StepSuspension
 from workhorse.tracing import attempt_span
+from workhorse.types import Claimed, Outcome
 
 log = logging.getLogger("workhorse.worker")
 

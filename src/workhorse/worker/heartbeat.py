@@ -14,8 +14,8 @@ import math
 import time
 from collections.abc import Callable
 
-from workhorse.drivers.base import Beat, FlowRules, WorkerInfo
 from workhorse.errors import DatabaseError, WorkhorseError
+from workhorse.types import Beat, FlowRules, WorkerInfo
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.records import Control, Held
 from workhorse.worker.table import RunTable

@@ -53,15 +53,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
-from workhorse.drivers.base import Claimed, Driver, Lease, RescueRole, WorkerInfo
+from workhorse.drivers.base import Driver, RescueRole
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
-from workhorse.flow import Limits, rules_for
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
+from workhorse.leader.rescue import rescue_every, rescue_interval
+from workhorse.limits.rules import Limits, rules_for
 from workhorse.logs import JobLogger
-from workhorse.rescue import rescue_every, rescue_interval
+from workhorse.types import Claimed, Lease, WorkerInfo
 from workhorse.worker.bridge import Bridge
 from workhorse.worker.claimer import Claimer
 from workhorse.worker.execute import Run, Verdict

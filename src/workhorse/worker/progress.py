@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 
 from workhorse.context import PROGRESS_INTERVAL
-from workhorse.drivers.base import StepFence
 from workhorse.errors import WorkhorseError
+from workhorse.types import StepFence
 from workhorse.worker.records import Control, Held
 
 log = logging.getLogger("workhorse.worker")

@@ -11,8 +11,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from workhorse.drivers.base import Driver, Lease, StepFence
+from workhorse.drivers.base import Driver
 from workhorse.steps import Steps
+from workhorse.types import Lease, StepFence
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Run, Verdict
 

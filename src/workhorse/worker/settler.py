@@ -16,15 +16,15 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
-from workhorse.drivers.base import Buried, Settlement
-from workhorse.drivers.base import Outcome as Written
 from workhorse.errors import DatabaseError, PayloadError, WorkhorseError
 from workhorse.failures import error_json
 from workhorse.hooks import Hooks
 from workhorse.ids import short_id
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
-from workhorse.rescue import announce_buried, on_settled
+from workhorse.leader.rescue import announce_buried, on_settled
 from workhorse.storable import storable
+from workhorse.types import Buried, Settlement
+from workhorse.types import Outcome as Written
 from workhorse.worker.clock import lease_clock
 from workhorse.worker.execute import Verdict
 from workhorse.worker.records import Control, Held, WorkerStats

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from workhorse.drivers.base import Snapshot, StateCount
 from workhorse.errors import WorkhorseError
+from workhorse.types import Snapshot, StateCount
 
 log = logging.getLogger("workhorse.worker")
 

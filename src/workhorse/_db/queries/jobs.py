@@ -12,7 +12,7 @@ aggregate of the rows written), so no statement waits for a job row while holdin
 Statements the operator surface alone runs (list, bulk verbs, pauses, snapshot) are in ``admin``.
 """
 
-from workhorse.drivers.base import ERRORS_KEPT
+from workhorse.types import ERRORS_KEPT
 
 LIVE_STATES = ("ready", "delayed", "running", "suspended")
 

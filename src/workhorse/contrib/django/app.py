@@ -19,9 +19,9 @@ from typing import Any
 
 from workhorse.app import App
 from workhorse.contrib.django.settings import app_options, conninfo_for, database_alias, schema_name
-from workhorse.drivers.base import JobRef, NewJob
 from workhorse.drivers.pooler import pool_size
 from workhorse.drivers.postgres import PostgresDriver
+from workhorse.types import JobRef, NewJob
 
 
 def atomic_connection(alias: str) -> Any:

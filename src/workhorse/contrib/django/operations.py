@@ -27,7 +27,7 @@ from workhorse._db.migrate import Migration, available
 from workhorse._db.queries import django as sql
 from workhorse._db.queries import migrations as ledger_sql
 from workhorse.contrib.django.settings import database_alias, schema_name
-from workhorse.drivers.postgres import check_schema_name
+from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.errors import ConfigurationError
 
 

@@ -56,8 +56,8 @@ from workhorse.contrib.django import get_app
 from workhorse.contrib.django.app import DjangoApp
 from workhorse.durations import Duration
 from workhorse.errors import ConfigurationError
-from workhorse.flow import Concurrency
 from workhorse.jobs import JobHandle
+from workhorse.limits.rules import Concurrency
 from workhorse.retry import Retry
 
 

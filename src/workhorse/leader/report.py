@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from workhorse.drivers.leadership import ScheduleState
-from workhorse.tasks import TaskHandle, iso
+from workhorse.leader.rounds import ScheduleState
+from workhorse.leader.tasks import TaskHandle, iso
 
 
 class TasksReader(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from workhorse.scheduler.store import RoundStore
+from workhorse.leader.store import RoundStore
 
 
 class Duty(Protocol):

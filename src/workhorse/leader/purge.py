@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Protocol
 
 from workhorse.errors import WorkhorseError
-from workhorse.retention import PurgeReport, Retention
-from workhorse.scheduler.store import RoundStore
+from workhorse.leader.store import RoundStore
+from workhorse.retention.policy import PurgeReport, Retention
 
 log = logging.getLogger("workhorse.scheduler")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from workhorse.drivers.leadership import RoundAnswer, TaskState
-from workhorse.scheduler.stats import SchedulerStats
+from workhorse.leader.rounds import RoundAnswer, TaskState
+from workhorse.leader.stats import SchedulerStats
 
 log = logging.getLogger("workhorse.scheduler")
 

@@ -1,5 +1,5 @@
 """The PostgreSQL driver's leadership role (``PostgresLeadership``): the scheduler's round, its
-release and the read of ``workhorse tasks``, each one statement of ``_db/queries/scheduler.py``;
+release and the read of ``workhorse tasks``, each one statement of ``leader/queries.py``;
 a standby's hand-over wake-up is a LISTEN session on the lease's channel (``channel_for``).
 """
 
@@ -9,8 +9,11 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from workhorse._db.queries import scheduler as sql
-from workhorse.drivers.leadership import (
+import workhorse.leader.queries as sql
+from workhorse.drivers.listener import Listener
+from workhorse.drivers.pooler import listen_url
+from workhorse.drivers.postgres_core import PostgresCore
+from workhorse.leader.rounds import (
     LISTEN_PROBE,
     LeaseRecord,
     RoundAnswer,
@@ -20,9 +23,6 @@ from workhorse.drivers.leadership import (
     TaskState,
     channel_for,
 )
-from workhorse.drivers.listener import Listener
-from workhorse.drivers.pooler import listen_url
-from workhorse.drivers.postgres_core import PostgresCore
 
 
 def _ts(value: Any) -> datetime:

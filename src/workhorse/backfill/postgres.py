@@ -1,5 +1,5 @@
 """The backfill ledger on PostgreSQL (``workhorse.backfill``): one dedicated connection per pass
-or dry run, its statements (``_db/queries/backfill.py``), and the transactions a batch runs in.
+or dry run, its statements (``backfill/queries.py``), and the transactions a batch runs in.
 
 The connection is in autocommit between transactions; each batch is one ``transaction()`` block,
 so a backfill's function gets the connection (psycopg's default tuple rows) with a transaction
@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.rows import dict_row
 
-from workhorse._db.queries import backfill as sql
+import workhorse.backfill.queries as sql
 from workhorse.drivers.pooler import TIMEZONE_UTC, connect_options, pooled
 from workhorse.drivers.postgres_core import translated
 

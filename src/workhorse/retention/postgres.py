@@ -1,13 +1,13 @@
 """The PostgreSQL driver's retention role (``PostgresRetention``): the purge, a small batch per
-statement (``_db/queries/retention.py``), each its own transaction on a pooled connection, so
+statement (``retention/queries.py``), each its own transaction on a pooled connection, so
 no lock is held longer than one batch takes and claims and settles go on beside it.
 """
 
 from __future__ import annotations
 
-from workhorse._db.queries import retention as sql
-from workhorse.drivers.base import Purged, PurgePolicy
+import workhorse.retention.queries as sql
 from workhorse.drivers.postgres_core import PostgresCore
+from workhorse.types import Purged, PurgePolicy
 
 
 class PostgresRetention(PostgresCore):

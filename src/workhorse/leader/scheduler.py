@@ -1,7 +1,7 @@
 """The scheduler role's lifecycle: ``Scheduler`` runs rounds, one at a time, until stopped.
 
 Every process running the role (``workhorse worker`` unless ``--no-scheduler``, or ``workhorse
-scheduler``) runs ROUNDS, each ONE statement (``_db/queries/scheduler``): it renews or takes the
+scheduler``) runs ROUNDS, each ONE statement (``leader/queries``): it renews or takes the
 lease (``election.py``), fires what the previous round planned, fenced by the lease epoch and by
 each task's watermark (``cron.py``), and reads back the database clock and the watermarks the next
 round plans from. After a round that left it leading it runs the leader's other duties
@@ -35,59 +35,29 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from workhorse._service import Service, stop_signals
 from workhorse.drivers import refusals
-from workhorse.drivers.leadership import Handover, RoundRequest
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
-from workhorse.hooks import Hooks
-from workhorse.jobs import JobHandle
-from workhorse.retention import Retention
-from workhorse.scheduler.cron import CronDuty
-from workhorse.scheduler.duty import Duty
-from workhorse.scheduler.election import Election
-from workhorse.scheduler.folds import CounterFolds, fold_hourly
-from workhorse.scheduler.purge import Purger, RetentionPurge, purge_every
-from workhorse.scheduler.rescue import LeaseRescue
-from workhorse.scheduler.stats import SchedulerStats
-from workhorse.scheduler.store import HandoverSource, RoundStore, StoreSource, open_store
-from workhorse.tasks import TaskHandle
+from workhorse.leader.cron import CronDuty
+from workhorse.leader.duty import Duty
+from workhorse.leader.election import Election
+from workhorse.leader.folds import CounterFolds, fold_hourly
+from workhorse.leader.purge import RetentionPurge, purge_every
+from workhorse.leader.rescue import LeaseRescue
+from workhorse.leader.rounds import Handover, RoundRequest
+from workhorse.leader.stats import SchedulerStats
+from workhorse.leader.store import HandoverSource, RoundStore, open_store
+from workhorse.leader.tasks import TaskHandle
+
+if TYPE_CHECKING:
+    from workhorse.app import App
 
 log = logging.getLogger("workhorse.scheduler")
 
-RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.rescue)
-
-
-class SchedulerApp(StoreSource, Protocol):
-    """What the scheduler needs of its ``workhorse.App``: the declared tasks, and what a store is
-    opened from (this package never imports ``workhorse.app``)."""
-
-    @property
-    def tasks(self) -> Mapping[str, TaskHandle[Any]]:
-        """Every declared task, by name."""
-        ...
-
-    @property
-    def retention(self) -> Retention | None:
-        """The app's retention policy (the leader purges by it)."""
-        ...
-
-    @property
-    def admin(self) -> Purger:
-        """The operator API, whose purge the leader runs."""
-        ...
-
-    @property
-    def jobs(self) -> Mapping[str, JobHandle[Any]]:
-        """Every declared job, by name (a job the leader's rescue buries calls its ``on_settled``)."""
-        ...
-
-    @property
-    def hooks(self) -> Hooks:
-        """The app's lifecycle-event subscribers (the leader's rescue emits its burials)."""
-        ...
+RESCUE_ROUNDS = 4  # the leader rescues lapsed leases every this many rounds (workhorse.leader.rescue)
 
 
 @dataclass
@@ -108,7 +78,7 @@ class Scheduler:
 
     def __init__(
         self,
-        app: SchedulerApp,
+        app: App,
         *,
         lease: Duration = "30s",
         interval: Duration = "15s",

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from workhorse.errors import WorkhorseError
-from workhorse.scheduler.store import RoundStore
+from workhorse.leader.store import RoundStore
 
 log = logging.getLogger("workhorse.scheduler")
 

@@ -1,7 +1,7 @@
-"""The records the ``Driver`` contract (``drivers/base.py``) speaks: what each call is given and
-answers, the job states, and the bounds both drivers keep (``MAX_BULK``, ``ERRORS_KEPT``).
-
-Every name here is also importable from ``workhorse.drivers.base``.
+"""The records workhorse speaks, in one module: what users read (``Job``, ``JobRef``, ``Page``,
+``PublishedEvent``, the job states), and what the storage interface (``drivers/base.py``) is given
+and answers, with the bounds the storage keeps (``MAX_BULK``, ``ERRORS_KEPT``). Plain data: this
+module imports nothing of workhorse, so every part of it may import this.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Job:
     flow_key: str | None = None  # the key its Concurrency(key=) answered at enqueue
     traceparent: str | None = None  # the W3C traceparent stamped at enqueue or staging, if any
     # Running, and its lease lapsed (on the driver's clock, when read): its worker stopped renewing
-    # it and no claim nor rescue has recovered it yet (see ``workhorse.rescue``).
+    # it and no claim nor rescue has recovered it yet (see ``workhorse.leader.rescue``).
     lease_lapsed: bool = False
     # Its last hand-back, unspent (a drain, ctx.hand_back()): {at, worker, reason, attempt}; None: never.
     handed_back: dict[str, Any] | None = None
@@ -188,7 +188,7 @@ class ClaimResult:
 
 @dataclass(frozen=True)
 class FlowRules:
-    """The fleet-wide caps a worker's claim enforces (``workhorse.flow`` builds them). Every count
+    """The fleet-wide caps a worker's claim enforces (``workhorse.limits`` builds them). Every count
     is of running runs whose lease has not lapsed; None (or a missing name) is no cap."""
 
     names: dict[str, int]  # job name -> running runs of that name

@@ -51,12 +51,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from workhorse.drivers.base import JobRef, NewJob
 from workhorse.durations import Duration, bounded_seconds
 from workhorse.errors import ConfigurationError, WorkhorseError
 from workhorse.jobs import Body, JobHandle, Outcome, TenantOf, _name_of
 from workhorse.payload import encode
 from workhorse.retry import Retry
+from workhorse.types import JobRef, NewJob
 
 R = TypeVar("R")
 CatchUp = Literal["skip", "run-once"]

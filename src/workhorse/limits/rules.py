@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from workhorse.drivers.records import KEY_SEPARATOR, FlowRules, FlowUsage, Job
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.storable import flaw
+from workhorse.types import KEY_SEPARATOR, FlowRules, FlowUsage, Job
 
 WhenBusy = Literal["wait", "fail"]
 MAX_FLOW_KEY_LENGTH = 200

@@ -1,6 +1,6 @@
 """The cron duty: what the leader's round fires, and what it learns from the answer (pure).
 
-The occurrences come from ``workhorse.tasks`` (pure) and the DATABASE clock: each round answers
+The occurrences come from ``leader/tasks`` (pure) and the DATABASE clock: each round answers
 ``now()``, and between rounds the leader's estimate advances on the monotonic clock, so it lags
 the database by a round trip and never leads it; the fire itself checks ``occurrence <= now()``,
 so nothing fires early. ``CronDuty`` plans each round from the task rows the last one read back
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workhorse.drivers.leadership import Declared, PlannedFire, RoundAnswer, RoundRequest, TaskState
 from workhorse.errors import WorkhorseError
-from workhorse.scheduler.election import MIN_WAIT, WAKE_MARGIN
-from workhorse.scheduler.stats import SchedulerStats
-from workhorse.tasks import TaskHandle, iso, plan_fire
+from workhorse.leader.election import MIN_WAIT, WAKE_MARGIN
+from workhorse.leader.rounds import Declared, PlannedFire, RoundAnswer, RoundRequest, TaskState
+from workhorse.leader.stats import SchedulerStats
+from workhorse.leader.tasks import TaskHandle, iso, plan_fire
 
 log = logging.getLogger("workhorse.scheduler")
 

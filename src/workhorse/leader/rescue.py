@@ -16,7 +16,7 @@ Who recovers what:
   ``dead``/``failed``), the freed slots of every cap go with the lease (a cap counts running
   rows), and the rescued jobs' queues are woken.
 
-Where the rescuer runs: on the scheduler's leader every fourth round it leads (``scheduler/rescue.py``,
+Where the rescuer runs: on the scheduler's leader every fourth round it leads (``LeaseRescue`` below,
 once a minute), and on every worker every ``rescue_interval(visibility)`` (twice its visibility
 timeout, at most a minute: one statement a minute on an idle worker at the default 30 s), so a
 fleet with no leader (no task declared, ``--no-scheduler``, ``--burst``, workers started from code)
@@ -26,7 +26,7 @@ every other worker's. A lapsed job is therefore recovered within one visibility 
 rescue interval of its worker's death: ``visibility + min(2 x visibility, 60 s)`` at the latest
 (90 s at the defaults), sooner where several workers share the turns.
 
-Each turn is ONE statement (``_db/queries/rescue.RESCUE``) when nothing lapsed: an index probe. A
+Each turn is ONE statement (``leader/queries.RESCUE``) when nothing lapsed: an index probe. A
 batch that comes back full is followed by another, at most MAX_BATCHES a turn. Every write is
 fenced on the claim it revokes, so a late settle or renewal of that claim writes nothing, and rows
 another statement holds locked (a claim re-taking them) are skipped: any number of rescuers and
@@ -39,14 +39,17 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from datetime import datetime
 from typing import Any
 
-from workhorse.drivers.base import Buried, Rescued
 from workhorse.errors import WorkhorseError
 from workhorse.hooks import Hooks
 from workhorse.jobs import JobHandle, Outcome, OutcomeKind
+from workhorse.leader.store import RoundStore
+from workhorse.types import Buried, Rescued
 
 log = logging.getLogger("workhorse.rescue")
+scheduler_log = logging.getLogger("workhorse.scheduler")  # the leader's duty logs as its scheduler
 
 RESCUE_BATCH = 100  # lapsed leases one statement recovers at most
 MAX_BATCHES = 20  # statements a turn runs at most while batches come back full (the rest: next turn)
@@ -172,3 +175,50 @@ def spawn_on(loop: asyncio.AbstractEventLoop | None = None) -> Callable[[Corouti
         task.add_done_callback(tasks.discard)
 
     return call
+
+
+# -- the leader's duty -----------------------------------------------------------------------------
+# The fleet's leader rescues after a round it leads, at most once per ``every`` seconds of the
+# database clock (four times the scheduler's ``interval``: every fourth round, once a minute by
+# default; one statement when nothing lapsed, so an idle leader's 4 rounds and its rescue stay
+# within its budget of 6 a minute). Every worker rescues too, at its own cadence (a worker beside
+# the leading role skips its turns: this duty stands for them); a process whose app declares no
+# task stands for no election and leaves the rescue to its workers. The duty catches its own
+# errors: a failed rescue is logged and tried after the next round, and never counts as a failed
+# round (it must not cost the leadership).
+
+EVERY_SHARE = 0.8  # of `every`: a round a little early still rescues (rounds are not evenly spaced)
+
+
+class LeaseRescue:
+    """A ``Duty``: rescue lapsed leases through the store's driver; announce what it buried with the
+    app's hooks and each job's ``on_settled``, on the scheduler's loop."""
+
+    def __init__(
+        self, scheduler_id: str, *, every: float, jobs: Mapping[str, JobHandle[Any]], hooks: Hooks | None
+    ) -> None:
+        self.scheduler_id = scheduler_id
+        self.every = every
+        self.jobs = jobs
+        self.hooks = hooks
+        self.rescued = 0  # jobs this duty rescued, for tests and logs
+        self._last: datetime | None = None
+        self._spawn = spawn_on()  # on_settled hooks run as tasks of the scheduler's loop, kept here
+
+    async def after_round(self, store: RoundStore, db_now: datetime) -> None:
+        if self._last is not None and (db_now - self._last).total_seconds() < self.every * EVERY_SHARE:
+            return
+        self._last = db_now
+        by = f"scheduler {self.scheduler_id}"
+        try:
+            self.rescued += await rescue_lapsed(
+                store.rescue,
+                by=by,
+                announce=lambda rows: announce_buried(
+                    rows, role="scheduler", by=self.scheduler_id, jobs=self.jobs, hooks=self.hooks, call=self._spawn
+                ),
+            )
+        except WorkhorseError as error:
+            scheduler_log.warning(
+                "%s: rescuing lapsed leases failed (%s); tried again after the next round", by, error.cause
+            )

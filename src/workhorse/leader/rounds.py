@@ -1,6 +1,6 @@
 """The leadership role of a driver (``LeadershipRole``, one of ``Driver``'s bases): the scheduler's
 lease row and its rounds. It runs what the scheduler role asks of its storage, each call one
-statement on PostgreSQL (``_db/queries/scheduler.py``; ``drivers/postgres_leadership.py``); the
+statement on PostgreSQL (``leader/queries.py``; ``leader/postgres.py``); the
 memory driver refuses them (``POSTGRES_ONLY``):
 
 ``leader_round``    renew (or take) the lease with its epoch fence, fire what the last round
@@ -11,7 +11,7 @@ memory driver refuses them (``POSTGRES_ONLY``):
 ``read_schedule``   every task row and the lease as they stand, for ``workhorse tasks``
 
 The records below are what those calls speak. Nothing here knows a schedule: the planner
-(``workhorse.scheduler.cron``) decides what is due, the driver only fences and writes it.
+(``workhorse.leader.cron``) decides what is due, the driver only fences and writes it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from workhorse.drivers.records import NewJob
+from workhorse.types import NewJob
 
 ROLE = "scheduler"  # the leaders row the scheduler role competes for
 LISTEN_PROBE = 60.0  # seconds between same-session probes of a standby's LISTEN connection (PostgreSQL)
@@ -34,7 +34,7 @@ def channel_for(schema: str) -> str:
 
 
 class Occurrence(Protocol):
-    """What a round needs of a planned occurrence (``workhorse.tasks.Fire`` is one): the occurrence
+    """What a round needs of a planned occurrence (``workhorse.leader.tasks.Fire`` is one): the occurrence
     (the job's key and the new watermark), the first one owed, and the one after it."""
 
     @property

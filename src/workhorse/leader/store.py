@@ -14,8 +14,9 @@ import asyncio
 from typing import Protocol, runtime_checkable
 
 from workhorse.drivers import refusals
-from workhorse.drivers.base import Driver, Rescued, RescueRole
-from workhorse.drivers.leadership import Handover, RoundAnswer, RoundRequest
+from workhorse.drivers.base import Driver, RescueRole
+from workhorse.leader.rounds import Handover, RoundAnswer, RoundRequest
+from workhorse.types import Rescued
 
 
 class StoreSource(Protocol):

@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workhorse.drivers.records import PURGE_TARGETS, FlowRules, PurgePolicy
 from workhorse.durations import Duration, to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.types import PURGE_TARGETS, FlowRules, PurgePolicy
 
 MAX_BATCH = 10_000
 JOB_TARGETS = ("done", "cancelled", "failed", "dead")

@@ -1,4 +1,4 @@
-"""The claim that enforces flow control (``workhorse.flow``): fleet-wide caps by job name, by key,
+"""The claim that enforces flow control (``workhorse.limits``): fleet-wide caps by job name, by key,
 by tenant, by queue and in total, and a sliding rate window per tenant.
 
 Slots are not rows of their own. A run holds a slot of every cap it counts toward while its job
@@ -22,7 +22,7 @@ worker cancels the run (JOB_SLOT_LOST) and it writes nothing. A lapsed row anoth
 locked right now is counted as held. `freed` also locks the lapsed leases on the claim's own queues
 under its own names that no cap counts (`lapsed_ours`), so a worker under flow control re-takes
 every lapsed job it may run, as the plain CLAIM does; a lapsed job no claim may take (a paused
-queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.rescue``).
+queue, a name no worker knows, a slot a cap keeps) is the rescuer's (``workhorse.leader.rescue``).
 
 A job over any cap is not taken: it stays ready, its attempt unspent. Candidates are walked in
 claim order (`walk`, a recursive CTE over at most the claim's slots) and each is taken only when
