@@ -179,14 +179,18 @@ class PostgresEnqueue(PostgresCore):
         if not jobs:
             return []
         if conn is None:
-            if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
-                wire = self._ready_wire(job)
-                if self._wakes.lead(job.queue):
-                    async with self.connection() as own:
-                        await self._insert_ready.execute(own, wire)
-                else:
-                    async with self.connection() as own:
-                        await self._insert_quiet.execute(own, wire[:-1])
+            if len(jobs) == 1 and _plain(job := jobs[0]):
+                lead = self._wakes.lead(job.queue)
+                async with self.connection() as own:
+                    if self.pooled:  # no prepared statement behind a transaction pooler: psycopg's unnamed one
+                        params = self._ready_params(job)
+                        statement = sql.INSERT_READY if lead else sql.INSERT_READY_QUIET
+                        await own.execute(self.q(statement), params if lead else params[:-1])
+                    elif lead:
+                        await self._insert_ready.execute(own, self._ready_wire(job))
+                    else:
+                        await self._insert_quiet.execute(own, self._ready_wire(job)[:-1])
+                if not lead:
                     self._wakes.owe(job.queue)  # committed: its wake trails (drivers/wake_throttle.py)
                 return [JobRef(job.id)]
             async with self.connection() as own:
@@ -319,7 +323,7 @@ class PostgresEnqueue(PostgresCore):
                 return refs
 
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
-        if len(jobs) == 1 and not self.pooled and _plain(job := jobs[0]):
+        if len(jobs) == 1 and _plain(job := jobs[0]):
             conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]
         if _copyable(jobs):
