@@ -12,6 +12,7 @@ from workhorse.admin import DEFAULT_PAGE, Admin
 from workhorse.context import JobContext
 from workhorse.drivers.base import Driver
 from workhorse.drivers.memory import MemoryDriver
+from workhorse.drivers.pooler import pool_size
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.drivers.postgres_core import check_schema_name
 from workhorse.durations import Duration
@@ -144,10 +145,15 @@ class App:
             self._url = resolve_database_url(None)
         return self._url
 
-    def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> PostgresDriver:
-        """A fresh Postgres driver whose connections are named ``workhorse:<role>``."""
+    def postgres_driver(self, role: str, *, max_size: int | None = None, generic_plans: bool = False) -> PostgresDriver:
+        """A fresh Postgres driver whose connections are named ``workhorse:<role>``; its pool holds
+        at most ``max_size`` connections (default: ``WORKHORSE_POOL_SIZE``, else 10)."""
         return PostgresDriver(
-            self.database_url, schema=self.schema, role=role, max_size=max_size, generic_plans=generic_plans
+            self.database_url,
+            schema=self.schema,
+            role=role,
+            max_size=pool_size() if max_size is None else max_size,
+            generic_plans=generic_plans,
         )
 
     @property

@@ -288,9 +288,14 @@ async def test_a_batch_left_idle_in_its_transaction_is_ended_by_the_server(bfapp
     """The lock a frozen runner holds inside a batch is released by the server, not held forever."""
     from workhorse.backfill.postgres import open_ledger
 
+    show = "show idle_in_transaction_session_timeout"
     async with open_ledger(bfapp.app.database_url, bfapp.app.schema) as ledger:
-        cur = await ledger.conn.execute("show idle_in_transaction_session_timeout")
-        assert await cur.fetchone() == ("1min",)
+        async with ledger.transaction():
+            cur = await ledger.conn.execute(show)
+            assert await cur.fetchone() == ("1min",)
+        # a SET LOCAL: the session (a pooled connection's next client) keeps the server's default
+        cur = await ledger.conn.execute(show)
+        assert await cur.fetchone() != ("1min",)
 
 
 def _bare(bfapp: ModuleType, schema: str, *, counts: bool) -> None:

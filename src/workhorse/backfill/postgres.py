@@ -16,6 +16,7 @@ from psycopg import sql as pgsql
 from psycopg.rows import dict_row
 
 import workhorse.backfill.queries as sql
+from workhorse.drivers.pooler import TIMEZONE_UTC, connect_options, pooled
 from workhorse.drivers.postgres_core import translated
 
 
@@ -27,7 +28,7 @@ class PassLedger:
         self.schema = schema
 
     def transaction(self, *, rollback: bool = False) -> AbstractAsyncContextManager[Any]:
-        return self.conn.transaction(force_rollback=rollback)
+        return _batch(self.conn, rollback)
 
     async def _rows(self, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         text: Any = statement.replace("{schema}", self.schema)  # the schema name is checked where the App is built
@@ -121,15 +122,29 @@ class PassLedger:
 
 
 @asynccontextmanager
+async def _batch(conn: psycopg.AsyncConnection[Any], rollback: bool) -> AsyncIterator[Any]:
+    """One batch's transaction, which the server ends if it is left idle for ``IDLE_IN_BATCH``
+    (a ``SET LOCAL``: nothing outlives the transaction, so a pooled connection's next client
+    never inherits it)."""
+    async with conn.transaction(force_rollback=rollback) as tx:
+        with translated():
+            await conn.execute(sql.IDLE_IN_BATCH)
+        yield tx
+
+
+@asynccontextmanager
 async def open_ledger(url: str, schema: str) -> AsyncIterator[PassLedger]:
-    """One connection for one pass (or dry run, or read), closed at the end. Its server session
-    ends a transaction left idle for ``IDLE_IN_BATCH``: a runner frozen inside a batch (SIGSTOP, a
+    """One connection for one pass (or dry run, or read), closed at the end. Each batch's
+    transaction ends if left idle for ``IDLE_IN_BATCH`` (``_batch``): a runner frozen inside a batch (SIGSTOP, a
     VM paused) would otherwise hold the ledger row's lock, and the runner that re-claimed the job
     would wait on it for as long as the frozen process lived. The batch rolls back; its cursor was
     never moved."""
     with translated():
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, application_name="workhorse:backfill")
-        await conn.execute(sql.IDLE_IN_BATCH)  # a SET, not options=: that would drop the URL's own options
+        conn = await psycopg.AsyncConnection.connect(
+            url, **connect_options({"autocommit": True, "application_name": "workhorse:backfill"})
+        )
+        if pooled():
+            await conn.execute(TIMEZONE_UTC)
     try:
         yield PassLedger(conn, schema)
     finally:

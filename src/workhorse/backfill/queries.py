@@ -114,7 +114,8 @@ APP_MIGRATION = "select exists (select 1 from {table} where {where}) as applied"
 # to_regclass: a ledger table that does not exist is "not applied", not an error.
 TABLE_EXISTS = "select to_regclass(%(table)s) is not null as present"
 
-# Once per pass's session: a batch's transaction may sit idle (its function awaiting something other
+# First in each batch's transaction (SET LOCAL: it ends with the transaction, so a pooled connection
+# never carries it to its next client): the transaction may sit idle (its function awaiting something other
 # than this connection) at most this long before the server ends the session, so a runner frozen
 # inside a batch releases the ledger row's lock and the batch rolls back.
-IDLE_IN_BATCH = "set idle_in_transaction_session_timeout = '60s'"
+IDLE_IN_BATCH = "set local idle_in_transaction_session_timeout = '60s'"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from workhorse.drivers.pooler import connect_options
 from workhorse.drivers.postgres_core import translated
 
 
@@ -17,11 +18,17 @@ def check_reachable(url: str) -> None:
     once with PostgreSQL's own reason (connection refused, no such database, password refused):
     DATABASE_UNAVAILABLE whose cause a person can act on, in well under a second.
     """
-    with translated(), psycopg.connect(url, connect_timeout=10, application_name="workhorse:cli"):
+    with (
+        translated(),
+        psycopg.connect(url, **connect_options({"connect_timeout": 10, "application_name": "workhorse:cli"})),
+    ):
         pass
 
 
 def drop_schema(url: str, schema: str) -> None:
     """Drop ``schema`` and everything in it (the demo's cleanup). Raises a ``DatabaseError``."""
-    with translated(), psycopg.connect(url, autocommit=True, application_name="workhorse:cli") as conn:
+    with (
+        translated(),
+        psycopg.connect(url, **connect_options({"autocommit": True, "application_name": "workhorse:cli"})) as conn,
+    ):
         conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))

@@ -24,7 +24,7 @@ log = logging.getLogger("workhorse.listener")
 class Listener:
     def __init__(
         self,
-        url: str,
+        url: str | None,
         channel: str,
         queues: Sequence[str],
         wake: asyncio.Event,
@@ -49,6 +49,10 @@ class Listener:
     tells_due = True  # a notify names what it announces: a job due now, or a changed due time
 
     def start(self) -> None:
+        """Listen, unless there is nowhere to (``url`` None: behind a transaction pooler without
+        ``WORKHORSE_LISTEN_URL``); then it stays unhealthy and its owner polls."""
+        if self.url is None:
+            return
         self._task = asyncio.create_task(self._run(), name="listen")
 
     def take(self) -> tuple[bool, bool]:
@@ -93,6 +97,7 @@ class Listener:
                 failures = 0
 
     async def _session(self) -> None:
+        assert self.url is not None  # start() runs no session without one
         conn = await psycopg.AsyncConnection.connect(
             self.url, autocommit=True, application_name="workhorse:listen", connect_timeout=10
         )

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
 import psycopg
@@ -23,6 +23,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from workhorse._db import migrate as migrations
 from workhorse._db.queries import jobs as sql
 from workhorse.drivers._wire import WireStatement
+from workhorse.drivers.pooler import TIMEZONE_UTC, connect_options, pooled
+from workhorse.drivers.wake_throttle import WakeThrottle
 from workhorse.errors import ConfigurationError, DatabaseError, SchemaError, WorkhorseError
 
 
@@ -167,6 +169,7 @@ class PostgresCore:
         generic_plans: bool = False,
     ) -> None:
         self.url = url
+        self.pooled = pooled()  # WORKHORSE_POOLER=transaction (drivers/pooler.py)
         self.generic_plans = generic_plans
         self.schema = check_schema_name(schema)
         self.role = role
@@ -181,20 +184,24 @@ class PostgresCore:
         self._opened: weakref.WeakSet[psycopg.AsyncConnection[dict[str, Any]]] = weakref.WeakSet()  # for abandon()
         self._returns = 0
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
+        self._insert_quiet = WireStatement("workhorse_insert_quiet", _numbered(self.q(sql.INSERT_READY_QUIET)))
+        self._wakes = WakeThrottle(self._send_wakes)
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def connect_kwargs(self) -> dict[str, Any]:
-        return {
-            "autocommit": True,
-            "application_name": f"workhorse:{self.role}",
-            # A worker role runs the same few statements thousands of times: a generic plan is
-            # planned once per connection (the claim's CTE costs more to plan than to run).
-            "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
-            "row_factory": dict_row,
-            "connect_timeout": 10,
-            "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
-        }
+        return connect_options(
+            {
+                "autocommit": True,
+                "application_name": f"workhorse:{self.role}",
+                # A worker role runs the same few statements thousands of times: a generic plan is
+                # planned once per connection (the claim's CTE costs more to plan than to run).
+                "options": "-c TimeZone=UTC" + (" -c plan_cache_mode=force_generic_plan" if self.generic_plans else ""),
+                "row_factory": dict_row,
+                "connect_timeout": 10,
+                "client_encoding": "UTF8",  # the enqueue's wire statement sends UTF-8 text
+            }
+        )
 
     def q(self, statement: str) -> LiteralString:
         """A named statement with the schema filled in (cached)."""
@@ -236,6 +243,12 @@ class PostgresCore:
 
     async def _opened_one(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
         self._opened.add(conn)
+        if self.pooled:
+            await conn.execute(TIMEZONE_UTC)  # a parameter PgBouncer carries (drivers/pooler.py)
+
+    def _opened_sync(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        if self.pooled:
+            conn.execute(TIMEZONE_UTC)
 
     def abandon(self) -> None:
         """The event loop this driver's pool ran on has ended, so the pool cannot be closed: close
@@ -263,6 +276,7 @@ class PostgresCore:
                 self.url,
                 min_size=1,
                 max_size=self._max_size,
+                configure=self._opened_sync,
                 kwargs=self.connect_kwargs(),
                 open=True,
                 name=f"workhorse:{self.role}:sync",
@@ -322,7 +336,11 @@ class PostgresCore:
                 raise
             return rows
 
+    async def _send_wakes(self, queues: Sequence[str]) -> None:
+        """Wake ``queues`` (the enqueue role sends; other roles owe none)."""
+
     async def close(self) -> None:
+        await self._wakes.close()  # owed wakes go out while the pool is still open
         self._opening = None  # an asyncio.Lock belongs to the loop it was first used on
         if self._pool is not None:
             pool, self._pool = self._pool, None

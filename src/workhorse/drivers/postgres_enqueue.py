@@ -179,10 +179,21 @@ class PostgresEnqueue(PostgresCore):
         if not jobs:
             return []
         if conn is None:
+            if len(jobs) == 1 and _plain(job := jobs[0]):
+                lead = self._wakes.lead(job.queue)
+                async with self.connection() as own:
+                    if self.pooled:  # no prepared statement behind a transaction pooler: psycopg's unnamed one
+                        params = self._ready_params(job)
+                        statement = sql.INSERT_READY if lead else sql.INSERT_READY_QUIET
+                        await own.execute(self.q(statement), params if lead else params[:-1])
+                    elif lead:
+                        await self._insert_ready.execute(own, self._ready_wire(job))
+                    else:
+                        await self._insert_quiet.execute(own, self._ready_wire(job)[:-1])
+                if not lead:
+                    self._wakes.owe(job.queue)  # committed: its wake trails (drivers/wake_throttle.py)
+                return [JobRef(job.id)]
             async with self.connection() as own:
-                if len(jobs) == 1 and _plain(job := jobs[0]):
-                    await self._insert_ready.execute(own, self._ready_wire(job))
-                    return [JobRef(job.id)]
                 return await self._enqueue_async(own, jobs)
         return await _on_callers(conn, lambda c: self._enqueue_async(c, jobs), lambda c: self._enqueue_sync(c, jobs))
 
@@ -275,6 +286,10 @@ class PostgresEnqueue(PostgresCore):
         """INSERT_READY's parameters (``_ready_params``) as text for the wire: every pool
         connection speaks UTF-8, and each parameter is cast to its type in the statement."""
         return [_wire_text(value) for value in self._ready_params(job)]
+
+    async def _send_wakes(self, queues: Sequence[str]) -> None:
+        """The trailing wake of ``WakeThrottle``: one statement of its own, on our own connection."""
+        await self.fetch(sql.WAKE_QUEUES, {"channel": self.channel, "queues": list(queues)})
 
     def _ready_params(self, job: NewJob) -> tuple[Any, ...]:
         """INSERT_READY's parameters, in its order."""

@@ -16,6 +16,7 @@ from workhorse._db.queries import jobs as sql
 from workhorse._db.queries import workers as worker_sql
 from workhorse.drivers import refusals
 from workhorse.drivers.listener import Listener
+from workhorse.drivers.pooler import listen_url
 from workhorse.drivers.postgres_core import PostgresCore, _is_uuid
 from workhorse.types import (
     Beat,
@@ -75,9 +76,13 @@ class PostgresWork(PostgresCore):
     """The work role: the claim, the heartbeat, the registry row, the settle and progress reports;
     and the optional wake-up role (``drivers/wakeups.py``) and rescue role (``RescueRole``)."""
 
-    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener:
-        """Wake-ups for a worker: a LISTEN session of its own on this driver's channel."""
-        listener = Listener(self.url, self.channel, queues, wake, beat=beat)
+    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Listener | None:
+        """Wake-ups for a worker: a LISTEN session of its own on this driver's channel, over
+        ``WORKHORSE_LISTEN_URL`` when set; None (poll) behind a transaction pooler without it."""
+        url = listen_url(self.url)
+        if url is None:
+            return None
+        listener = Listener(url, self.channel, queues, wake, beat=beat)
         listener.start()
         return listener
 

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import sql
 
 from workhorse._db.queries.jobs import SETTLED_CHANNEL_SUFFIX
+from workhorse.drivers.pooler import listen_url
 from workhorse.drivers.postgres_core import translated
 
 log = logging.getLogger("workhorse.wait")
@@ -21,9 +22,13 @@ log = logging.getLogger("workhorse.wait")
 
 async def listen_settled(url: str, schema: str, job_id: str, woke: asyncio.Event) -> Callable[[], Awaitable[None]]:
     """Start listening; ``woke`` is set when a notify may name ``job_id``. Answers the closer.
-    LISTEN is in place before this returns, so a settle after it is never missed."""
+    LISTEN is in place before this returns, so a settle after it is never missed. Behind a
+    transaction pooler without ``WORKHORSE_LISTEN_URL`` nothing listens: the waiter's poll finds it."""
+    direct = listen_url(url)
+    if direct is None:
+        return _nothing
     with translated():
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, application_name="workhorse:wait")
+        conn = await psycopg.AsyncConnection.connect(direct, autocommit=True, application_name="workhorse:wait")
         await conn.execute(sql.SQL("listen {}").format(sql.Identifier(schema + SETTLED_CHANNEL_SUFFIX)))
 
     async def read() -> None:
@@ -43,3 +48,7 @@ async def listen_settled(url: str, schema: str, job_id: str, woke: asyncio.Event
         await conn.close()
 
     return close
+
+
+async def _nothing() -> None:
+    return None

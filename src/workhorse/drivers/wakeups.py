@@ -43,8 +43,9 @@ class Wakeups(Protocol):
 class WakeupSource(Protocol):
     """A driver whose enqueues (and cancels) can wake a worker: the optional wake-up role."""
 
-    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Wakeups:
-        """Open wake-ups for ``queues``, on the running loop (the worker's control loop)."""
+    def open_wakeups(self, queues: Sequence[str], wake: asyncio.Event, beat: asyncio.Event) -> Wakeups | None:
+        """Open wake-ups for ``queues``, on the running loop (the worker's control loop). None: none
+        can be had here (behind a transaction pooler without ``WORKHORSE_LISTEN_URL``): poll."""
 
 
 class Subscription:

@@ -11,6 +11,7 @@ from typing import Any
 
 import workhorse.leader.queries as sql
 from workhorse.drivers.listener import Listener
+from workhorse.drivers.pooler import listen_url
 from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.leader.rounds import (
     LISTEN_PROBE,
@@ -92,7 +93,7 @@ class PostgresLeadership(PostgresCore):
 
     def open_handover(self, wake: asyncio.Event) -> Listener:
         """A standby's LISTEN session of its own on the lease's channel, probed once a minute."""
-        listener = Listener(self.url, channel_for(self.schema), (), wake, probe_interval=LISTEN_PROBE)
+        listener = Listener(listen_url(self.url), channel_for(self.schema), (), wake, probe_interval=LISTEN_PROBE)
         listener.start()
         return listener
 

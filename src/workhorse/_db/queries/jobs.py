@@ -139,6 +139,13 @@ from inserted
 where pg_notification_queue_usage() < 0.5
 """
 
+# INSERT_READY without its wake (the same first eight parameters): an enqueue of a queue already
+# woken in the last few milliseconds, whose wake trails (``drivers/wake_throttle.py``).
+INSERT_READY_QUIET = """
+insert into {schema}.jobs (id, name, queue, tenant, state, priority, payload, max_attempts, dead_letter, run_at)
+values (%s::uuid, %s::text, %s::text, %s::text, 'ready', %s::int, %s::jsonb, %s::int, %s::boolean, now())
+"""
+
 # One job, plain parameters: the common single enqueue without the cost of array parameters.
 # Same semantics as INSERT_MANY (database clock, live-key conflict is "no row", conditional wake).
 INSERT_ONE = """

@@ -10,6 +10,7 @@ from typing import Any
 
 from workhorse.app import App
 from workhorse.contrib.django.settings import app_options, conninfo_for, database_alias, schema_name
+from workhorse.drivers.pooler import pool_size
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.types import JobRef, NewJob
 
@@ -51,12 +52,12 @@ class DjangoApp(App):
         url: str = App.database_url.fget(self)  # type: ignore[attr-defined]  # the guard, as App's does
         return url
 
-    def postgres_driver(self, role: str, *, max_size: int = 10, generic_plans: bool = False) -> PostgresDriver:
+    def postgres_driver(self, role: str, *, max_size: int | None = None, generic_plans: bool = False) -> PostgresDriver:
         return JoiningDriver(
             self.database_url,
             alias=self.database_alias,
             schema=self.schema,
             role=role,
-            max_size=max_size,
+            max_size=pool_size() if max_size is None else max_size,
             generic_plans=generic_plans,
         )
