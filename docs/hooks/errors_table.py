@@ -31,6 +31,8 @@ NOTES: dict[str, str] = {
     'ERROR_UNSTORABLE': "PostgreSQL refused the text of the error a body raised: this error is stored in its place (the worker logs the original) and the retry policy still decides",
     'EVENT_TTL_TOO_LONG': "an event's `ttl=` longer than 100 years",
     'JOB_NAME_INVALID': 'an `ls` name filter holding text PostgreSQL cannot store (a NUL, a lone surrogate): no job has such a name',
+    'POOLER_INVALID': "`WORKHORSE_POOLER` is neither `none` nor `transaction`: set `transaction` behind a PgBouncer in `pool_mode=transaction`, or unset it",
+    'POOL_SIZE_INVALID': "`WORKHORSE_POOL_SIZE` is not a whole number from 1 to 1000: unset it for 10, or set e.g. `WORKHORSE_POOL_SIZE=4`",
     'POSTGRES_ONLY': "the memory driver, a test double, was asked for what only PostgreSQL keeps (flow control's usage, stats and counters, bulk verbs, pauses, cron leadership, retention, search, the outbox, webhooks, backfills): use the `pg_app` fixture",
     'SETTLE_UNSTORABLE': "PostgreSQL refused a run's outcome even without its progress, result and error: the job is dead-lettered (or failed) with this code, and the worker logs why",
     'PAUSE_REASON_INVALID': 'a pause reason PostgreSQL cannot store as text (a NUL, a lone surrogate)',
