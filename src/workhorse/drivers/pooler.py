@@ -1,27 +1,8 @@
-"""Running behind a connection pooler: ``WORKHORSE_POOLER`` and ``WORKHORSE_LISTEN_URL``.
+"""Running behind a connection pooler: ``WORKHORSE_POOLER``, ``WORKHORSE_LISTEN_URL``, ``WORKHORSE_POOL_SIZE``.
 
-A pooler in transaction mode (PgBouncer's ``pool_mode=transaction``) hands each transaction to
-whichever server connection is free, so nothing may outlive a transaction on a pooled connection:
-no startup ``options`` (PgBouncer refuses them), no prepared statements (psycopg's after five
-runs of a statement, the enqueue's wire statement at once), no session ``SET``, no session
-advisory lock, no ``LISTEN``. ``WORKHORSE_POOLER=transaction`` says so, and every connection
-workhorse opens then follows it:
-
-- connections are opened without ``options`` and with ``prepare_threshold=None`` (no statement is
-  ever prepared); a pooled connection then sets ``TIMEZONE_UTC`` once: TimeZone is one of the
-  parameters PgBouncer tracks per client (with client_encoding, DateStyle, application_name and
-  standard_conforming_strings) and sets again on whichever server connection serves that client,
-  so it never reaches another client, and workhorse's timestamps read (and render in JSON) in UTC;
-- the single enqueue takes psycopg's ordinary path (an unnamed statement);
-- wake-ups (``LISTEN``) go over ``WORKHORSE_LISTEN_URL`` when it is set (a direct connection to
-  PostgreSQL, one per worker process), else nothing listens and workers poll (``poll_interval``).
-
-``WORKHORSE_POOLER`` unset (or ``none``): PostgreSQL directly, or a pooler in session mode that
-ignores ``options`` (PgBouncer's ``ignore_startup_parameters = options``).
-
-``WORKHORSE_POOL_SIZE`` caps the app role's pool (enqueues, reads, job bodies that enqueue) per
-process and event loop, 10 by default; a worker's own roles hold one connection each (claim,
-settle, heartbeat; LISTEN; the scheduler's when it runs).
+Under ``WORKHORSE_POOLER=transaction`` nothing outlives a transaction on a pooled connection: no
+startup options, no prepared statements, no LISTEN (that goes over the listen URL, else workers poll).
+Design: docs/guides/pgbouncer.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Coalesced wake-ups for the single enqueue (issue 31, part 4).
+"""Coalesced wake-ups for the single enqueue: at most one NOTIFY per queue per ``WAKE_WINDOW``.
 
-Every transaction that calls ``pg_notify`` takes one server-wide lock at its commit, so committing
-enqueuers that each notify wait for one another: measured here, 32 concurrent single-job
-enqueuers commit about 60% fewer jobs per second with the wake than without it
-(``bench/notify_bench.py``). So a driver sends at most one wake per queue per ``WAKE_WINDOW``:
-
-- the first enqueue of a queue in a window wakes inside its own statement, as before (a lone
-  enqueue, or a short-lived event loop, loses nothing: its wake is its commit's);
-- the others of that window insert without one, and once each has committed, one trailing wake
-  for all of them is sent at the window's end, in a statement of its own on the driver's
-  connection (never in a caller's transaction: ``conn=`` enqueues keep their in-transaction wake,
-  since only the caller knows when it commits).
-
-A wake is a hint; the workers' poll stays the guarantee, so a trailing wake lost (its event loop
-ended, the connection failed) costs at most one ``poll_interval``.
+The first enqueue of a window wakes in its own statement; the rest share one trailing wake sent
+after they commit, outside any caller's transaction. Polling stays the guarantee.
+Design: docs/how-it-works/performance.md (wake-ups and the commit lock).
 """
 
 from __future__ import annotations
