@@ -4,7 +4,7 @@ the rescue of lapsed leases (``RESCUE``, at the end).
 Design: docs/guides/cron.md
 """
 
-from workhorse._db.queries.jobs import CLAIM_RETURNING, LAPSED_ERROR, errors_appended, wake_cte
+from workhorse._db.queries.jobs import BURY_LAPSED, CLAIM_RETURNING, wake_cte
 
 # One round. Parameters: the holder's identity and lease length; the epoch the fires were planned
 # under (null when not leading); the planned fires as parallel arrays (task, occurrence, the
@@ -178,14 +178,9 @@ with lapsed as materialized (
     for update skip locked
 ), buried as (
     update {schema}.jobs as j
-    set state = case when j.dead_letter then 'dead' else 'failed' end,
-        last_error = """
-    + LAPSED_ERROR
-    + """,
-        errors = """
-    + errors_appended(LAPSED_ERROR)
-    + """,
-        worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
+    """
+    + BURY_LAPSED
+    + """
     from lapsed as l
     where j.id = l.id and l.exhausted and j.claims = l.claims and j.state = 'running'
     """

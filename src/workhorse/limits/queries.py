@@ -4,7 +4,7 @@ by tenant, by queue and in total, and a sliding rate window per tenant.
 Design: docs/guides/flow-control.md
 """
 
-from workhorse._db.queries.jobs import CLAIM_RETURNING, CLAIM_TAKES, LAPSED_ERROR, claim_answer, errors_appended
+from workhorse._db.queries.jobs import BURY_LAPSED, CLAIM_RETURNING, CLAIM_TAKES, claim_answer, errors_appended
 
 # What a run refused by its key (when_busy='fail') is settled with.
 KEY_BUSY_ERROR = """jsonb_build_object(
@@ -195,14 +195,9 @@ with recursive gate as materialized (
     select walk.id, walk.flow_key, walk.verdict from walk where walk.n > 0
 ), buried as (
     update {schema}.jobs as j
-    set state = case when j.dead_letter then 'dead' else 'failed' end,
-        last_error = """
-    + LAPSED_ERROR
-    + """,
-        errors = """
-    + errors_appended(LAPSED_ERROR)
-    + """,
-        worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
+    """
+    + BURY_LAPSED
+    + """
     where j.id = any(array(select f.id from freed as f where f.ours and f.exhausted))
     """
     + CLAIM_RETURNING

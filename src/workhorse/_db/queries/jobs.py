@@ -57,6 +57,19 @@ LAPSED_ERROR = """jsonb_build_object(
                 || '): every worker that took this job stopped heartbeating, most likely it died',
             'traceback', null)"""
 
+# The SET of every statement that buries a job whose lease lapsed on its final attempt (the claim,
+# the flow claim and the rescuer): each adds its own fence and RETURNING.
+BURY_LAPSED = (
+    """set state = case when j.dead_letter then 'dead' else 'failed' end,
+        last_error = """
+    + LAPSED_ERROR
+    + """,
+        errors = """
+    + errors_appended(LAPSED_ERROR)
+    + """,
+        worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()"""
+)
+
 # What every read of a whole job returns. A due 'delayed' or 'suspended' row is reported 'ready':
 # the claim treats them alike once run_at has passed, and so should a person reading the row.
 # `lease_lapsed`: a running row whose worker stopped renewing its lease, on the database's clock
@@ -288,14 +301,9 @@ with wanted as (
     where c.nth <= wanted.slots
 ), buried as (
     update {schema}.jobs as j
-    set state = case when j.dead_letter then 'dead' else 'failed' end,
-        last_error = """
-    + LAPSED_ERROR
-    + """,
-        errors = """
-    + errors_appended(LAPSED_ERROR)
-    + """,
-        worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()
+    """
+    + BURY_LAPSED
+    + """
     where j.id = any(array(select lapsed.id from lapsed where lapsed.exhausted))
     """
     + CLAIM_RETURNING
