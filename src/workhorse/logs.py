@@ -8,11 +8,28 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from workhorse.ids import short_id
+
+# C0 and C1 control characters (DEL too) but newline and tab, as the webhook excerpt finds them: in
+# a terminal they are escape sequences (ESC ]0; sets the window title, ESC [2J clears the screen,
+# a bare CR overwrites the line), never text.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(value: object) -> str:
+    """``value`` as text a terminal prints and does not obey: every control character but newline
+    and tab shown as its escape (``\\x1b``, ``\\x07``, ``\\x9b``). Every value from the
+    database that the CLI prints (``styled``, the console's own strings, the table cells, before
+    any column width cuts it, so no half sequence survives a cut) and every line the text log
+    format writes goes through here."""
+    text = str(value)
+    return CONTROLS.sub(lambda found: f"\\x{ord(found[0]):02x}", text) if CONTROLS.search(text) else text
+
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[str, ...] = ("text", "json")
@@ -48,7 +65,7 @@ class TextFormatter(logging.Formatter):
         super().__init__(TEXT_FORMAT, TEXT_DATE_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = visible(super().format(record))  # a body's message or error may hold escape sequences
         if record.name.startswith("workhorse.job.") and hasattr(record, "job_id"):
             line += f"  [job {short_id(str(record.job_id))} attempt {getattr(record, 'attempt', '?')}]"
         return line

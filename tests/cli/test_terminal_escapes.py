@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from clikit import HERE
 
 from workhorse.cli import cli
-from workhorse.cli.output import visible
+from workhorse.logs import visible
 
 TITLE = "t\x1b]0;pwned\x07\x1b[2Jx"  # sets the window title, then clears the screen
 OTHERS = ["c1\x9b31mred", "cr\roverwritten", "del\x7fete", "bell\x07\x08back"]

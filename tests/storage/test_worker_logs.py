@@ -69,3 +69,15 @@ def test_the_json_format_writes_one_object_a_line_with_the_fields_as_keys() -> N
     body = logging.LogRecord("workhorse.job.speaks", logging.INFO, __file__, 1, "hello", (), None)
     body.job_id, body.attempt = "01a24200-ab0b-7662-82f2-2f945d1d2f3e", 3
     assert TextFormatter().format(body).endswith("hello  [job 00ab0b6622f2 attempt 3]")
+
+
+def test_the_text_format_shows_control_characters_instead_of_sending_them() -> None:
+    """A body's error message from a third party's API may hold ESC ]0; (set the window title) or
+    ESC [2J (clear the screen): the text log line shows them escaped; newlines and tabs stay."""
+    hostile = "from-api \x1b]0;owned\x07 \x1b[2J \x9b tail"
+    record = logging.LogRecord("workhorse.worker", logging.WARNING, __file__, 1, "job failed: %s", (hostile,), None)
+    line = TextFormatter().format(record)
+    assert "\x1b" not in line and "\x07" not in line and "\x9b" not in line
+    assert "from-api \\x1b]0;owned\\x07 \\x1b[2J \\x9b tail" in line
+    record = logging.LogRecord("workhorse.worker", logging.INFO, __file__, 1, "a\tb\nc", (), None)
+    assert TextFormatter().format(record).endswith("a\tb\nc")

@@ -14,7 +14,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from workhorse.cli.output import visible
+from workhorse.logs import visible
 
 GAP = 2  # a table without a box puts one space of padding each side of a cell
 

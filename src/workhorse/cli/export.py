@@ -8,8 +8,9 @@ from rich.text import Text
 
 from workhorse.app import App
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import count, emit_json, stdout, visible
+from workhorse.cli.output import count, emit_json, stdout
 from workhorse.export import DEFAULT_EXPORT_PAGE, MAX_EXPORT_PAGE, ExportSummary, write_export
+from workhorse.logs import visible
 from workhorse.types import ALL_STATES
 
 

@@ -34,12 +34,12 @@ from workhorse.cli.output import (
     stdout,
     styled,
     trim,
-    visible,
 )
 from workhorse.drivers.base import SEARCH_SCAN
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.ids import short_id
+from workhorse.logs import visible
 from workhorse.search import parse_payload_search
 from workhorse.types import ALL_STATES, LIVE_STATES, Job, Page
 

@@ -16,9 +16,10 @@ from types import FrameType
 import click
 
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import emit_json, visible
+from workhorse.cli.output import emit_json
 from workhorse.durations import to_seconds
 from workhorse.errors import ConfigurationError
+from workhorse.logs import visible
 from workhorse.metrics import DEFAULT_TIMEOUT, families, render, serve, to_document
 
 ADDRESS_FIX = "workhorse metrics --serve :9464   # or --serve 127.0.0.1:9464, --serve [::1]:9464"

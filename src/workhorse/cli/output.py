@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from workhorse.errors import WorkhorseError
+from workhorse.logs import CONTROLS, visible
 
 STATE_STYLES = {
     "ready": "cyan",
@@ -34,20 +35,7 @@ _UNITS = ((86_400, "d"), (3_600, "h"), (60, "m"), (1, "s"))
 _PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)[^@]*@")
 
 
-# C0 and C1 control characters (DEL too) but newline and tab, as the webhook excerpt finds them: in
-# a terminal they are escape sequences (ESC ]0; sets the window title, ESC [2J clears the screen,
-# a bare CR overwrites the line), never text.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _C1_ESCAPES = re.compile("[\x7f-\x9f]")  # what json.dumps(ensure_ascii=False) leaves raw
-
-
-def visible(value: object) -> str:
-    """``value`` as text a terminal prints and does not obey: every control character but newline
-    and tab shown as its escape (``\\x1b``, ``\\x07``, ``\\x9b``). Every value from the
-    database that the CLI prints goes through here (``styled``, the console's own strings, the
-    table cells), before any column width cuts it, so no half sequence survives a cut."""
-    text = str(value)
-    return _CONTROLS.sub(lambda found: f"\\x{ord(found[0]):02x}", text) if _CONTROLS.search(text) else text
 
 
 class _Console(Console):
@@ -61,7 +49,7 @@ class _Console(Console):
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Any:
         for segment in super().render(renderable, options):
-            if segment.control is None and _CONTROLS.search(segment.text):
+            if segment.control is None and CONTROLS.search(segment.text):
                 yield Segment(visible(segment.text), segment.style)
             else:
                 yield segment

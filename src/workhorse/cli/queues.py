@@ -12,7 +12,8 @@ from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.jobs import CAPS_UNKNOWN, command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
-from workhorse.cli.output import ago, emit_json, percent, span, stdout, styled, visible
+from workhorse.cli.output import ago, emit_json, percent, span, stdout, styled
+from workhorse.logs import visible
 from workhorse.types import QueuePause
 
 HIGH_FAILURE_RATE = 0.1  # a failure rate at or above this share is printed red; below it, yellow

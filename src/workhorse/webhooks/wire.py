@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from workhorse.logs import CONTROLS
 from workhorse.webhooks.guard import IPAddress, Target
 
 EXCERPT_BYTES = 1024  # of a response body, kept in the ledger
@@ -154,10 +154,7 @@ async def _excerpt(response: object) -> str:
         if len(kept) >= EXCERPT_BYTES:
             break
     text = kept[:EXCERPT_BYTES].decode("utf-8", errors="replace")
-    return _CONTROLS.sub("\ufffd", text)  # no terminal escape reaches `workhorse webhooks deliveries`
-
-
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 and C1 (DEL too), but newline and tab
+    return CONTROLS.sub("\ufffd", text)  # no terminal escape reaches `workhorse webhooks deliveries`
 
 
 def _ms(started: float) -> float:
