@@ -36,7 +36,7 @@ test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 --dist worksteal -q
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests
