@@ -154,3 +154,62 @@ async def test_callers_of_a_one_connection_pool_never_starve(database_url: str, 
         assert len({r.id for r in refs}) == 20
     finally:
         await close(app)
+
+
+async def test_when_every_session_is_terminated_one_call_fails_and_the_next_works(
+    database_url: str, schema: str
+) -> None:
+    """An operator terminates every session (or the server restarts) while the pool holds several
+    idle connections: the call that meets the first dead one fails, and the pool is swept then, so
+    the next call (a retry, a step's write) gets a live connection, not the next dead one. Before
+    the sweep each dead connection failed a call of its own: six in a row here."""
+    role = f"all{uuid.uuid4().hex[:8]}"
+    app, task = await wire_app(database_url, schema, role=role, max_size=6)
+
+    async def hold() -> None:
+        assert isinstance(app.driver, PostgresDriver)
+        async with app.driver.connection() as conn:
+            await conn.execute("select pg_sleep(0.2)")
+
+    try:
+        await asyncio.gather(*(hold() for _ in range(6)))
+        killed = await _backends(database_url, f"workhorse:{role}")
+        assert len(killed) >= 4
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+            for pid in killed:
+                await admin.execute("select pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DatabaseError) as failed:
+            await task.enqueue({"n": 1})
+        assert failed.value.code == "DATABASE_UNAVAILABLE"
+        ref = await task.enqueue({"n": 2})
+        assert await app.get_job(ref.id) is not None
+    finally:
+        await close(app)
+
+
+async def test_when_every_session_is_terminated_one_sync_enqueue_fails_and_the_next_works(
+    database_url: str, schema: str
+) -> None:
+    """The same for enqueue_sync's pool of blocking connections."""
+    role = f"syn{uuid.uuid4().hex[:8]}"
+    app, task = await wire_app(database_url, schema, role=role, max_size=6)
+
+    def hold() -> None:
+        assert isinstance(app.driver, PostgresDriver)
+        with app.driver.sync_connection() as conn:
+            conn.execute("select pg_sleep(0.5)")
+
+    try:
+        await asyncio.gather(*(asyncio.to_thread(hold) for _ in range(6)))
+        killed = await _backends(database_url, f"workhorse:{role}")
+        assert len(killed) >= 2  # the blocking pool grows one connection at a time
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+            for pid in killed:
+                await admin.execute("select pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DatabaseError) as failed:
+            await asyncio.to_thread(task.enqueue_sync, {"n": 1})
+        assert failed.value.code == "DATABASE_UNAVAILABLE"
+        ref = await asyncio.to_thread(task.enqueue_sync, {"n": 2})
+        assert await app.get_job(ref.id) is not None
+    finally:
+        await close(app)

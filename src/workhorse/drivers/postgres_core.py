@@ -142,6 +142,8 @@ class _Borrowed:
         try:
             if pool is not None:
                 await pool.putconn(conn)
+                if error is not None and conn.broken:
+                    await driver.sweep(pool)
             else:  # the driver closed while this connection was out
                 await conn.close()
         except psycopg.Error as failed:
@@ -188,6 +190,15 @@ class PostgresCore:
         self._wakes = WakeThrottle(self._send_wakes)
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    async def sweep(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
+        """A connection broke under a statement (the server restarted, or an operator terminated
+        the sessions): its idle siblings may be dead too. Test each (hot ones included) and replace
+        the dead, so the caller's retry gets a live connection instead of the next dead one."""
+        hot, self._hot = self._hot, []
+        for conn in hot:
+            await pool.putconn(conn)
+        await pool.check()
 
     def connect_kwargs(self) -> dict[str, Any]:
         return connect_options(
@@ -282,10 +293,13 @@ class PostgresCore:
                 name=f"workhorse:{self.role}:sync",
                 timeout=30,
             )
+        borrowed: psycopg.Connection[dict[str, Any]] | None = None
         try:
-            with self._sync_pool.connection() as conn:
-                yield conn
+            with self._sync_pool.connection() as borrowed:
+                yield borrowed
         except psycopg.Error as error:
+            if borrowed is not None and borrowed.broken:
+                self._sync_pool.check()  # its idle siblings may be dead too (see sweep)
             raise translate(error) from error
 
     async def fetch(self, statement: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
