@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
@@ -48,8 +49,25 @@ def check_schema_name(schema: str) -> str:
     return schema
 
 
+REBUILD_EVERY = 1.0  # seconds: a pool whose sessions cannot write is replaced at most this often
+
+
+def read_only(error: BaseException | None) -> bool:
+    """A statement refused because the session cannot write (a standby, a demoted primary, or
+    default_transaction_read_only), raised as is or translated."""
+    return isinstance(error, psycopg.errors.ReadOnlySqlTransaction) or isinstance(
+        getattr(error, "__cause__", None), psycopg.errors.ReadOnlySqlTransaction
+    )
+
+
 def translate(error: psycopg.Error) -> WorkhorseError:
     """Map a psycopg error to the workhorse error a person can act on."""
+    if isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+        return DatabaseError(
+            code="DATABASE_UNAVAILABLE",
+            cause=f"the server's session is read-only (a standby, or a primary demoted by a failover): {error}".strip(),
+            fix="point WORKHORSE_DATABASE_URL at the primary; workhorse replaces its connections once they can write",
+        )
     if isinstance(error, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
         return SchemaError(
             cause=f"the workhorse tables are missing: {error}".strip(),
@@ -144,6 +162,8 @@ class _Borrowed:
                 await pool.putconn(conn)
                 if error is not None and conn.broken:
                     await driver.sweep(pool)
+                elif read_only(error):
+                    await driver.rebuild(pool)
             else:  # the driver closed while this connection was out
                 await conn.close()
         except psycopg.Error as failed:
@@ -185,11 +205,25 @@ class PostgresCore:
         self._opening: asyncio.Lock | None = None
         self._opened: weakref.WeakSet[psycopg.AsyncConnection[dict[str, Any]]] = weakref.WeakSet()  # for abandon()
         self._returns = 0
+        self._rebuilt_at = -REBUILD_EVERY  # see rebuild()
         self._insert_ready = WireStatement("workhorse_insert_ready", _numbered(self.q(sql.INSERT_READY)))
         self._insert_quiet = WireStatement("workhorse_insert_quiet", _numbered(self.q(sql.INSERT_READY_QUIET)))
         self._wakes = WakeThrottle(self._send_wakes)
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    async def rebuild(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
+        """A session could not write: after a failover the pool's connections are on a node that no
+        longer takes writes, and each would fail every call for its lifetime. Replace them all (hot
+        ones included), at most once a second, so new sessions reach whichever node now can."""
+        now = time.monotonic()
+        if now - self._rebuilt_at < REBUILD_EVERY:
+            return
+        self._rebuilt_at = now
+        hot, self._hot = self._hot, []
+        for conn in hot:
+            await pool.putconn(conn)
+        await pool.drain()
 
     async def sweep(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
         """A connection broke under a statement (the server restarted, or an operator terminated
@@ -300,6 +334,9 @@ class PostgresCore:
         except psycopg.Error as error:
             if borrowed is not None and borrowed.broken:
                 self._sync_pool.check()  # its idle siblings may be dead too (see sweep)
+            elif read_only(error) and time.monotonic() - self._rebuilt_at >= REBUILD_EVERY:
+                self._rebuilt_at = time.monotonic()
+                self._sync_pool.drain()  # see rebuild
             raise translate(error) from error
 
     async def fetch(self, statement: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
