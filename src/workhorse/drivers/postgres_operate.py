@@ -269,7 +269,7 @@ class PostgresOperate(PostgresCore):
         current = await self.get_job(job_id)  # the refusal: gone, live, or no such step
         if current is None:
             raise refusals.not_found(job_id)
-        if current.state in LIVE_STATES:
+        if current.state in LIVE_STATES or current.state == "pending":
             raise refusals.not_requeueable(job_id, current.state)
         raise refusals.step_unknown(job_id, step, [s["name"] for s in current.steps])
 
