@@ -424,5 +424,6 @@ class JobHandle(Generic[R, P]):
         when = self._when(delay, run_at)
         chosen, where = self._priority(priority), self._queue(queue)
         return [
-            self._row(p, None if keys is None else keys[i], when, chosen, where, deps=deps) for i, p in enumerate(payloads)
+            self._row(p, None if keys is None else keys[i], when, chosen, where, deps=deps)
+            for i, p in enumerate(payloads)
         ]

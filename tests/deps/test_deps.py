@@ -10,8 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from workhorse import App, Concurrency, Dependency, JobContext, Retry, TerminalError, WorkhorseError
+from workhorse import App, Dependency, JobContext, Retention, Retry, TerminalError, WorkhorseError
+from workhorse.drivers.base import RescueRole
 from workhorse.errors import ConfigurationError
+from workhorse.leader.rescue import RESCUE_BATCH
+from workhorse.types import Settlement
 
 
 async def state_of(app: App, ref: Any) -> str:
@@ -170,3 +173,202 @@ async def test_a_graph_in_the_callers_transaction_commits_or_rolls_back_with_it(
     assert edges == (1,)  # the rolled-back graph left no edge
     await app.worker().run(burst=True)
     assert await state_of(app, b) == "done"
+
+
+async def test_two_workers_settling_the_last_two_dependencies_at_once_release_it_once(
+    pg_app: App, database_url: str
+) -> None:
+    """Two drivers (two pools) settle a fan-in's two parents at the same moment, many times over:
+    each dependent ends ready with nothing left to wait on (a lost decrement would leave it pending)."""
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def part(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    other = App(database_url, schema=app.schema)
+    try:
+        rounds = 15
+        children = []
+        pairs = []
+        for i in range(rounds):
+            a, b = await part.enqueue(i), await part.enqueue(-i)
+            children.append(await part.enqueue(0, after=[a, b]))
+            pairs.append((a.id, b.id))
+        claimed = await app.driver.claim(worker_id="w1", wants={"default": 2 * rounds}, names=["x"], visibility=30)
+        assert claimed.claimed == []  # an unknown name: nothing taken
+        got = await app.driver.claim(
+            worker_id="w1", wants={"default": 2 * rounds}, names=[part.name], visibility=30, sweep=False
+        )
+        fences = {c.id: c.claims for c in got.claimed}
+        assert len(fences) == 2 * rounds  # the dependents wait: only the parents are claimable
+        for a, b in pairs:
+            one = Settlement(a, "w1", fences[a], "done", result="1")
+            two = Settlement(b, "w1", fences[b], "done", result="2")
+            assert await asyncio.gather(app.driver.settle([one]), other.driver.settle([two])) == [[True], [True]]
+        with psycopg.connect(database_url) as conn:
+            rows = conn.execute(
+                f"select state, deps_left from {app.schema}.jobs where id = any(%s::uuid[])",  # type: ignore[arg-type]
+                ([c.id for c in children],),
+            ).fetchall()
+        assert rows == [("ready", 0)] * rounds
+    finally:
+        await other.close()
+
+
+async def test_a_released_dependent_is_still_capped_by_flow_control(pg_app: App) -> None:
+    app = pg_app
+    running = 0
+    most = 0
+
+    @app.job(tenant="none")
+    async def first(ctx: JobContext, payload: None) -> None:
+        return None
+
+    @app.job(tenant="none", concurrency=1)
+    async def capped(ctx: JobContext, payload: int) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return payload
+
+    parent = await first.enqueue(None)
+    refs = await capped.enqueue_many([1, 2, 3, 4], after=[parent])
+    assert {await state_of(app, r) for r in refs} == {"pending"}
+    await app.worker(concurrency=4).run(burst=True)
+    assert {await state_of(app, r) for r in refs} == {"done"}
+    assert most == 1  # released together, run one at a time
+
+
+async def test_a_steps_job_may_be_a_dependent(pg_app: App) -> None:
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def source(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    @app.job(tenant="none")
+    async def stepped(ctx: JobContext, payload: None) -> int:
+        got = await ctx.step.run("read", lambda: [d.result for d in ctx.dependencies])
+        return int(sum(got))
+
+    a, b = await source.enqueue(2), await source.enqueue(3)
+    child = await stepped.enqueue(None, after=[a, b])
+    await app.worker(concurrency=2).run(burst=True)
+    job = await app.get_job(child.id)
+    assert job is not None and job.state == "done" and job.result == 5
+
+
+async def test_a_parent_buried_after_its_lease_lapsed_cancels_its_dependent(pg_app: App) -> None:
+    app = pg_app
+
+    @app.job(name="work", tenant="none", retry=Retry(attempts=1))
+    async def work(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    parent = await work.enqueue(1)
+    child = await work.enqueue(2, after=[parent])
+    finished = await work.enqueue(3, after=[parent], when="finished")
+    got = await app.driver.claim(worker_id="dead", wants={"default": 5}, names=["work"], visibility=0.2, sweep=False)
+    assert [c.id for c in got.claimed] == [parent.id]
+    await asyncio.sleep(0.35)
+    driver = app.driver
+    assert isinstance(driver, RescueRole)
+    rescued = await driver.rescue_lapsed(RESCUE_BATCH)
+    assert [b.id for b in rescued.buried] == [parent.id]
+    job = await app.get_job(child.id)
+    assert job is not None and job.state == "cancelled"
+    assert job.last_error is not None and parent.id in job.last_error["message"] and "dead" in job.last_error["message"]
+    assert await state_of(app, finished) == "ready"
+
+
+async def test_a_claim_burying_a_lapsed_parent_releases_its_dependents(pg_app: App) -> None:
+    app = pg_app
+
+    @app.job(name="work", tenant="none", retry=Retry(attempts=1, dead_letter=False))
+    async def work(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    parent = await work.enqueue(1)
+    child = await work.enqueue(2, after=[parent], when="finished")
+    await app.driver.claim(worker_id="dead", wants={"default": 1}, names=["work"], visibility=0.2, sweep=False)
+    await asyncio.sleep(0.35)
+    result = await app.driver.claim(worker_id="w2", wants={"default": 5}, names=["work"], visibility=30)
+    assert [b.id for b in result.buried] == [parent.id]
+    assert [c.id for c in result.claimed] == []  # released by the statement, claimable from the next
+    assert await state_of(app, parent) == "failed"
+    assert await state_of(app, child) == "ready"
+
+
+async def test_cancelling_a_parent_cancels_its_done_dependents_and_a_pending_job_can_be_cancelled(
+    pg_app: App,
+) -> None:
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    parent = await step.enqueue(1)
+    child = await step.enqueue(2, after=[parent])
+    grandchild = await step.enqueue(3, after=[child], when="finished")
+    cancelled = await app.admin.cancel(parent.id)
+    assert cancelled.state == "cancelled"
+    job = await app.get_job(child.id)
+    assert job is not None and job.state == "cancelled" and "cancelled" in job.last_error["message"]  # type: ignore[index]
+    assert await state_of(app, grandchild) == "ready"  # when='finished': a cancelled dependency counts
+
+    other = await step.enqueue(4)
+    waiting = await step.enqueue(5, after=[other])
+    downstream = await step.enqueue(6, after=[waiting])
+    assert (await app.admin.cancel(waiting.id)).state == "cancelled"
+    assert await state_of(app, downstream) == "cancelled"
+    await app.worker().run(burst=True)
+    assert await state_of(app, other) == "done"
+
+
+async def test_bulk_cancel_releases_dependents(pg_app: App) -> None:
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    parents = await step.enqueue_many([1, 2])
+    child = await step.enqueue(3, after=parents)
+    after_child = await step.enqueue(4, after=[child])
+    result = await app.admin.cancel_many(state="ready", limit=10)
+    assert result.affected == 2
+    assert await state_of(app, child) == "cancelled"
+    assert await state_of(app, after_child) == "cancelled"
+    result = await app.admin.cancel_many(state="pending", limit=10)
+    assert result.affected == 0
+
+
+async def test_retention_keeps_what_an_unfinished_dependent_reads(pg_app: App, database_url: str) -> None:
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    read = await step.enqueue(1)
+    lone = await step.enqueue(2)
+    await app.worker().run(burst=True)
+    child = await step.enqueue(3, after=[read])  # ready at once: its dependency is done
+    app.retention = Retention(done=0, cancelled=0, failed=0, dead=0)
+    await asyncio.sleep(0.01)
+    report = await app.admin.purge()
+    assert report.removed["done"] == 1
+    assert await app.get_job(lone.id) is None
+    assert await app.get_job(read.id) is not None  # a job not yet finished will read its result
+    await app.worker().run(burst=True)
+    assert await state_of(app, child) == "done"
+    await asyncio.sleep(0.01)
+    await app.admin.purge()
+    assert await app.get_job(read.id) is None and await app.get_job(child.id) is None
+    with psycopg.connect(database_url) as conn:
+        edges = conn.execute(f"select count(*) from {app.schema}.job_deps").fetchone()  # type: ignore[arg-type]
+    assert edges == (0,)  # a purged dependent's edges go with it

@@ -4,11 +4,14 @@ statement, each batch its own transaction.
 Design: docs/guides/retention.md
 """
 
-# A job some unfinished job still waits on or will read (ctx.dependencies) is kept: only a row
-# marked has_dependents pays the look at its edges.
-KEPT_FOR_DEPENDENTS = """ and not (j.has_dependents and exists (
+
+def kept() -> str:
+    """The condition a finished row ``j`` meets unless some unfinished job still waits on it or will
+    read its result (ctx.dependencies): only a row marked has_dependents pays the look at its edges."""
+    return """ and not (j.has_dependents and exists (
         select 1 from {schema}.job_deps as d join {schema}.jobs as c on c.id = d.child_id
         where d.parent_id = j.id and c.state not in ('done', 'failed', 'dead', 'cancelled')))"""
+
 
 # A batch of finished jobs of one state, older than `age` seconds; the edges of the purged rows
 # to their own dependencies go with them.
@@ -19,7 +22,7 @@ with doomed as (
     from {schema}.jobs as j
     where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
       and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
-    + KEPT_FOR_DEPENDENTS
+    + kept()
     + """
     order by j.finished_at
     limit %(batch)s
@@ -47,12 +50,12 @@ select count(*) as removed,
         join {schema}.jobs as j on j.id = s.job_id
         where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
           and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
-    + KEPT_FOR_DEPENDENTS
+    + kept()
     + """) as steps
 from {schema}.jobs as j
 where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
   and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
-    + KEPT_FOR_DEPENDENTS
+    + kept()
     + """
 """
 )

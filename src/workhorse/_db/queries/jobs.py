@@ -240,22 +240,28 @@ CLAIM_RETURNING = """    returning j.id, j.name, j.queue, j.tenant, j.state, j.p
               j.deps_when"""
 
 
-# A claimed job's dependencies (``ctx.dependencies``), in the order given at enqueue: one jsonb
+# dependencies_of: a claimed job's dependencies (``ctx.dependencies``), in the order given at enqueue: one jsonb
 # array read by the claim itself, for a job that has any (deps_when set), so a plain job pays
 # nothing and a dependent no round trip. A dependency retention purged reads as state null.
-DEPENDENCIES_OF = """(
+def dependencies_of(job: str) -> str:
+    """A jsonb array of the dependencies of the row ``job`` (an alias answering `id`)."""
+    return (
+        """(
     select jsonb_agg(jsonb_build_object(
                'id', d.parent_id::text, 'name', p.name, 'state', p.state, 'result', p.result,
                'last_error', p.last_error) order by d.position)
     from {schema}.job_deps as d
     left join {schema}.jobs as p on p.id = d.parent_id
-    where d.child_id = claimed.id
+    where d.child_id = """
+        + job
+        + """.id
 )"""
+    )
 
 
 def claim_answer(*arms: str, next_due: bool = False, held: bool = False, released: bool = False) -> str:
     """A claim's answer, one shape for every claim statement: a row per job of its `claimed` CTE
-    (kind 'claimed', with its dependencies when it has some: DEPENDENCIES_OF), then of each CTE
+    (kind 'claimed', with its dependencies when it has some: ``dependencies_of``), then of each CTE
     named in ``arms`` (kind = the CTE's name: 'buried', 'refused'); with ``next_due``, the
     `next_due` CTE's seconds (kind 'next'); with ``held``, how many candidates the `judged` CTE
     passed over (kind 'held', in the next_due column); with ``released``, a row (kind 'released')
@@ -264,7 +270,7 @@ def claim_answer(*arms: str, next_due: bool = False, held: bool = False, release
         "select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,\n"
         "       claims, priority, created_at, run_at, last_error, traceparent, null::float8 as next_due,\n"
         "       case when claimed.deps_when is null then null else "
-        + DEPENDENCIES_OF
+        + dependencies_of("claimed")
         + " end as dependencies\nfrom claimed"
     ]
     for arm in arms:
