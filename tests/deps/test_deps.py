@@ -4,15 +4,19 @@ cascades, refusals, the caller's transaction, concurrent settles, flow control, 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from workhorse import App, Dependency, JobContext, Retention, Retry, TerminalError, WorkhorseError
+from workhorse.cli import cli
 from workhorse.drivers.base import RescueRole
 from workhorse.errors import ConfigurationError
+from workhorse.ids import short_id
 from workhorse.leader.rescue import RESCUE_BATCH
 from workhorse.types import Settlement
 
@@ -372,3 +376,29 @@ async def test_retention_keeps_what_an_unfinished_dependent_reads(pg_app: App, d
     with psycopg.connect(database_url) as conn:
         edges = conn.execute(f"select count(*) from {app.schema}.job_deps").fetchone()  # type: ignore[arg-type]
     assert edges == (0,)  # a purged dependent's edges go with it
+
+
+async def test_show_lists_the_edges_and_ls_filters_pending(pg_app: App, database_url: str) -> None:
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: int) -> int:
+        return payload
+
+    a, b = await step.enqueue(1), await step.enqueue(2)
+    child = await step.enqueue(3, after=[b, a])
+    runner = CliRunner()
+    base = ["--database-url", database_url, "--schema", app.schema]
+    shown = await asyncio.to_thread(runner.invoke, cli, [*base, "show", child.id, "--json"])
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.stdout)
+    assert document["state"] == "pending" and document["dependencies"] == [b.id, a.id]
+    parent = json.loads((await asyncio.to_thread(runner.invoke, cli, [*base, "show", a.id, "--json"])).stdout)
+    assert parent["dependencies"] == [] and parent["dependents"] == [child.id]
+    person = await asyncio.to_thread(
+        lambda: runner.invoke(cli, [*base, "show", child.id], env={"COLUMNS": "200"}, color=False)
+    )
+    assert "dependencies" in person.stdout and short_id(a.id) in person.stdout and "ready" in person.stdout
+    listed = await asyncio.to_thread(runner.invoke, cli, [*base, "ls", "--state", "pending", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [j["id"] for j in json.loads(listed.stdout)["jobs"]] == [child.id]
