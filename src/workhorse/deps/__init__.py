@@ -16,7 +16,8 @@ from workhorse.types import JobRef
 
 WHENS = ("done", "finished")
 UNKNOWN = "DEPENDENCY_UNKNOWN"
-FAILED = "DEPENDENCY_FAILED"  # the last_error of a when='done' dependent cancelled for a dependency
+# The code in the last_error of a when='done' dependent cancelled for a dependency (migration 022).
+FAILED = "DEPENDENCY_FAILED"
 
 
 @dataclass(frozen=True)
