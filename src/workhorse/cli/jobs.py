@@ -343,9 +343,7 @@ CAPS_UNKNOWN = "unknown without --app (caps are declared on the App)"
 
 def edge_lines(edges: list[dict[str, Any]], side: str) -> Text:
     """One line per dependency (or dependent): short id, name, state."""
-    lines = [
-        f"{short_id(e['id'])}  {e['name'] or '?'}  {e['state'] or 'purged'}" for e in edges if e["side"] == side
-    ]
+    lines = [f"{short_id(e['id'])}  {e['name'] or '?'}  {e['state'] or 'purged'}" for e in edges if e["side"] == side]
     return Text("\n".join(lines))
 
 
