@@ -102,6 +102,8 @@ NOTES: dict[str, str] = {
     "DASHBOARD_UNAUTHORIZED": "the dashboard refused a request: no or a wrong token (401); without a token, a `Host` that is not loopback (403: browse `http://127.0.0.1:PORT/` or set a token); an action from another origin, without its form's CSRF token, on a read-only dashboard, or by GET",
     "DATABASE_ERROR": "psycopg errors, translated at the driver seam",
     "DATABASE_UNAVAILABLE": "psycopg errors, translated at the driver seam",
+    "DEPENDENCY_FAILED": "in the `last_error` of a job enqueued with `after=` and `when=\"done\"`, cancelled without running because a dependency ended failed, dead or cancelled (it names which)",
+    "DEPENDENCY_UNKNOWN": "`enqueue(after=[...])` named an id no job has (never enqueued, removed, purged, malformed, or uncommitted in another transaction): nothing was inserted",
     "DRAIN_ENDLESS": "`workhorse.testing.drain` on an app not on the memory driver; jobs still waiting after 10,000 rounds",
     "EMBEDDED_BINARIES_MISSING": "no PostgreSQL server binaries for the embedded database",
     "EMBEDDED_NOT_FOUND": "a command that reads a database found no embedded one (no `.workhorse` here or above); it creates none: `workhorse migrate` does",

@@ -7,6 +7,7 @@ dead-lettered when they keep failing. See the README for the guided tour.
 
 from workhorse.app import App
 from workhorse.context import JobContext
+from workhorse.deps import Dependency
 from workhorse.drivers.memory import MemoryDriver
 from workhorse.drivers.postgres import PostgresDriver
 from workhorse.errors import (
@@ -41,6 +42,7 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "DatabaseError",
+    "Dependency",
     "Job",
     "JobCancelledError",
     "JobContext",

@@ -435,6 +435,16 @@ class Admin:
         queues = [replace(q, held_back=usage.held_back.get(q.queue, 0)) for q in stats.queues]
         return replace(stats, queues=queues)
 
+    async def edges(self, job_id: str) -> builtins.list[dict[str, Any]]:
+        """The jobs ``job_id`` waits on (side 'dependency', in the order given at enqueue) and
+        those waiting on it (side 'dependent'): id, name, state (None: purged). Empty on the
+        memory driver, which keeps no dependencies."""
+        read = getattr(self._driver, "job_edges", None)
+        if read is None:
+            return []
+        edges: builtins.list[dict[str, Any]] = await read(job_id)
+        return edges
+
     async def why_waiting(self, job: Job) -> builtins.list[str]:
         """Why a due ready job is not starting: one line per full fleet-wide cap it counts toward
         (empty when none holds it, or the job is not due and ready)."""

@@ -14,6 +14,7 @@ from workhorse.errors import ConfigurationError, JobCancelledError
 from workhorse.storable import storable
 
 if TYPE_CHECKING:
+    from workhorse.deps import Dependency
     from workhorse.steps import Steps
 
 
@@ -94,6 +95,9 @@ class JobContext:
     ``draining`` turns true when the worker holding the run begins a drain; a body working in
     committed units may then call ``hand_back()`` between two of them: the run goes back ``ready``,
     attempt unspent, now rather than at the drain's cut-off (a backfill pass does).
+
+    ``dependencies`` lists the jobs this one was enqueued after (``after=[...]``), in that order:
+    each a ``workhorse.Dependency`` (id, name, state, result, last_error); empty for the rest.
     """
 
     id: str
@@ -104,6 +108,8 @@ class JobContext:
     max_attempts: int
     worker_id: str
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(repr=False)  # carries extra()
+    # The jobs it was enqueued after (after=[...]), in that order, as its claim read them.
+    dependencies: list[Dependency] = field(default_factory=list)
     _cancelled: bool = field(default=False, repr=False)
     _wakeup: threading.Event | None = field(default=None, repr=False)  # made only if a body waits on it
     _reason: str | None = field(default=None, repr=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing_extensions import TypeVar
 
 from workhorse._ports import EnqueuingApp
 from workhorse.context import JobContext
+from workhorse.deps import checked_after
 from workhorse.durations import Duration, bounded_seconds, check_not_too_late, to_seconds
 from workhorse.errors import ConfigurationError
 from workhorse.ids import new_job_id, new_job_ids
@@ -224,10 +225,13 @@ class JobHandle(Generic[R, P]):
         run_at: datetime | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        after: Iterable[JobRef | str] | None = None,
+        when: str = "done",
     ) -> NewJob:
         """Validate one enqueue and answer the row to insert. Raises before anything is written."""
-        when = self._when(delay, run_at)
-        return self._row(payload, key, when, self._priority(priority), self._queue(queue))
+        deps = checked_after(after, when, job=self.name, keyed=key is not None)
+        due = self._when(delay, run_at)
+        return self._row(payload, key, due, self._priority(priority), self._queue(queue), deps=deps)
 
     def _queue(self, queue: str | None) -> str:
         if queue is None:
@@ -274,7 +278,14 @@ class JobHandle(Generic[R, P]):
         return priority
 
     def _row(
-        self, payload: Any, key: str | None, when: tuple[datetime | None, float], priority: int, queue: str
+        self,
+        payload: Any,
+        key: str | None,
+        when: tuple[datetime | None, float],
+        priority: int,
+        queue: str,
+        *,
+        deps: tuple[tuple[str, ...], str] = ((), "done"),
     ) -> NewJob:
         if key is not None:
             _check_text(key, f"key of job {self.name!r}", MAX_KEY_LENGTH, "enqueue(payload, key='welcome:7')")
@@ -293,6 +304,8 @@ class JobHandle(Generic[R, P]):
             delay=when[1],
             flow_key=None if self._flow_key is None else self._flow_key.key_for(payload, self.name),
             traceparent=current_traceparent(),
+            after=deps[0],
+            when=deps[1],
         )
 
     async def enqueue(
@@ -305,11 +318,17 @@ class JobHandle(Generic[R, P]):
         priority: int | None = None,
         conn: Any = None,
         queue: str | None = None,
+        after: Iterable[JobRef | str] | None = None,
+        when: str = "done",
     ) -> JobRef:
         """Schedule one run. With ``conn=``, inside that connection's open transaction (a psycopg
         connection, or a SQLAlchemy or Django one: ``workhorse.connections``). ``queue=`` overrides
-        the declared queue for this run."""
-        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
+        the declared queue for this run. ``after=[ref, ...]``: it waits ('pending') until those jobs
+        are final, and runs when all are done (``when="done"``) or whatever they ended
+        (``when="finished"``); PostgreSQL only (docs/guides/dependencies.md)."""
+        job = self.build(
+            payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue, after=after, when=when
+        )
         refs = await self.app.driver.enqueue_many([job], conn=conn)
         return refs[0]
 
@@ -323,13 +342,27 @@ class JobHandle(Generic[R, P]):
         priority: int | None = None,
         conn: Any = None,
         queue: str | None = None,
+        after: Iterable[JobRef | str] | None = None,
+        when: str = "done",
     ) -> list[JobRef]:
-        """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload."""
-        if keys is None and delay is None and run_at is None and self._flow_key is None and not current_traceparent():
+        """Schedule a batch in one round trip. ``keys``, when given, pairs one key with each payload.
+        ``after=``/``when=`` as in ``enqueue``: every job of the batch waits on the same ones."""
+        plain = after is None and when == "done"
+        if (
+            plain
+            and keys is None
+            and delay is None
+            and run_at is None
+            and self._flow_key is None
+            and not current_traceparent()
+        ):
             self._check_payloads(payloads)
             rows = self._ready_rows(payloads, self._priority(priority), self._queue(queue))  # built as written
             return await self.app.driver.enqueue_ready(len(payloads), rows, conn=conn)
-        jobs = self._build_many(payloads, keys=keys, delay=delay, run_at=run_at, priority=priority, queue=queue)
+        deps = checked_after(after, when, job=self.name, keyed=keys is not None and any(k is not None for k in keys))
+        jobs = self._build_many(
+            payloads, keys=keys, delay=delay, run_at=run_at, priority=priority, queue=queue, deps=deps
+        )
         return await self.app.driver.enqueue_many(jobs, conn=conn)
 
     def _ready_rows(self, payloads: Sequence[Any], priority: int, queue: str) -> Iterator[NewJob]:
@@ -354,9 +387,13 @@ class JobHandle(Generic[R, P]):
         priority: int | None = None,
         conn: Any = None,
         queue: str | None = None,
+        after: Iterable[JobRef | str] | None = None,
+        when: str = "done",
     ) -> JobRef:
         """``enqueue`` for synchronous code (a Django or Flask view). Safe from any thread."""
-        job = self.build(payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue)
+        job = self.build(
+            payload, key=key, delay=delay, run_at=run_at, priority=priority, queue=queue, after=after, when=when
+        )
         return self.app.sync_driver().enqueue_many_sync([job], conn=conn)[0]
 
     @staticmethod
@@ -376,6 +413,7 @@ class JobHandle(Generic[R, P]):
         run_at: datetime | None,
         priority: int | None,
         queue: str | None = None,
+        deps: tuple[tuple[str, ...], str] = ((), "done"),
     ) -> list[NewJob]:
         self._check_payloads(payloads)
         if keys is not None and len(keys) != len(payloads):
@@ -385,4 +423,7 @@ class JobHandle(Generic[R, P]):
             )
         when = self._when(delay, run_at)
         chosen, where = self._priority(priority), self._queue(queue)
-        return [self._row(p, None if keys is None else keys[i], when, chosen, where) for i, p in enumerate(payloads)]
+        return [
+            self._row(p, None if keys is None else keys[i], when, chosen, where, deps=deps)
+            for i, p in enumerate(payloads)
+        ]

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-JobState = Literal["ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"]
+JobState = Literal["pending", "ready", "delayed", "running", "suspended", "done", "failed", "dead", "cancelled"]
 LIVE_STATES: frozenset[str] = frozenset({"ready", "delayed", "running", "suspended"})
 FINISHED_STATES: frozenset[str] = frozenset({"done", "failed", "dead", "cancelled"})
 ALL_STATES: tuple[str, ...] = (
+    "pending",  # waiting on its dependencies (enqueue(after=...)), before ready
     "ready",
     "delayed",
     "running",
@@ -45,6 +46,8 @@ class NewJob:
     delay: float
     flow_key: str | None = None  # the Concurrency(key=) key, when the job declares one
     traceparent: str | None = None  # the W3C traceparent current at enqueue (workhorse.tracing), if any
+    after: tuple[str, ...] = ()  # the ids of the jobs it waits on (enqueue(after=...)), in order
+    when: str = "done"  # with after: "done" (every one done) or "finished" (every one final)
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,9 @@ class Claimed:
     created_at: datetime
     run_at: datetime
     traceparent: str | None = None  # the attempt's span continues this trace (workhorse.tracing)
+    # What the claim read of the jobs this one waits on (enqueue(after=...)), in the order given:
+    # dicts of id, name, state, result, last_error; None for a job without dependencies.
+    dependencies: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -510,7 +516,7 @@ BULK_STATES: dict[str, frozenset[str]] = {
     "requeue": FINISHED_STATES,
     "remove": frozenset(ALL_STATES) - {"running"},
     "promote": frozenset({"delayed", "ready"}),
-    "cancel": LIVE_STATES,
+    "cancel": LIVE_STATES | {"pending"},
 }
 
 

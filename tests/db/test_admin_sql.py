@@ -228,7 +228,14 @@ async def test_the_hot_statements_plans_under_generic_plans(pg_app: App, databas
     schema = pg_app.schema
     with connect(database_url) as conn:
         fill(conn, schema, ROWS)
-        claim = {"queues": ["default"], "slots": [50], "names": ["task"], "worker_id": "w2", "visibility": 30.0}
+        claim = {
+            "queues": ["default"],
+            "slots": [50],
+            "names": ["task"],
+            "worker_id": "w2",
+            "visibility": 30.0,
+            "channel": "unused",
+        }
         for running in (0, 2_000):
             conn.execute(
                 q(

@@ -316,25 +316,38 @@ def show_job(state: State, job_id: str, as_json: bool) -> None:
       workhorse show 0190f1c2-7a3e-7b4c-9d2e-5f6a7b8c9d0e --json
     """
 
-    async def fetch(app: App) -> tuple[Job, list[str]]:
+    async def fetch(app: App) -> tuple[Job, list[str], list[dict[str, Any]]]:
         job = await app.admin.get(await app.admin.resolve(job_id))
         if job is None:
             raise JobNotFoundError(job_id)
-        return job, await app.admin.why_waiting(job)
+        return job, await app.admin.why_waiting(job), await app.admin.edges(job.id)
 
-    job, waiting = run_with_app(state.app(), fetch)
+    job, waiting, edges = run_with_app(state.app(), fetch)
     # Caps are declared on the App: without --app, what holds a job back is unknown, not nothing.
     held: list[str] | None = waiting if state.app_spec is not None else None
     if as_json:
-        emit_json({**job.to_dict(), "held_back": held})
+        emit_json(
+            {
+                **job.to_dict(),
+                "held_back": held,
+                "dependencies": [e["id"] for e in edges if e["side"] == "dependency"],
+                "dependents": [e["id"] for e in edges if e["side"] == "dependent"],
+            }
+        )
         return
-    stdout().print(job_panel(job, held))
+    stdout().print(job_panel(job, held, edges))
 
 
 CAPS_UNKNOWN = "unknown without --app (caps are declared on the App)"
 
 
-def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
+def edge_lines(edges: list[dict[str, Any]], side: str) -> Text:
+    """One line per dependency (or dependent): short id, name, state."""
+    lines = [f"{short_id(e['id'])}  {e['name'] or '?'}  {e['state'] or 'purged'}" for e in edges if e["side"] == side]
+    return Text("\n".join(lines))
+
+
+def job_panel(job: Job, waiting: list[str] | None = None, edges: list[dict[str, Any]] | None = None) -> Panel:
     """One job in full. ``waiting``: the caps holding a due ready job back; None when unknown
     (no --app)."""
     now = datetime.now(UTC)  # clock-ok: relative times for display only
@@ -353,6 +366,9 @@ def job_panel(job: Job, waiting: list[str] | None = None) -> Panel:
         grid.add_row("held back", Text("\n".join(waiting), style="yellow"))
     elif waiting is None and job.state == "ready":
         grid.add_row("held back", Text(CAPS_UNKNOWN, style="dim"))
+    for side, label in (("dependency", "dependencies"), ("dependent", "dependents")):
+        if edges and any(e["side"] == side for e in edges):
+            grid.add_row(label, edge_lines(edges, side))
     grid.add_row("attempt", Text.assemble(f"{job.attempt} of {job.max_attempts}", (ran_note(job), "dim")))
     handed = job.handed_back
     if handed:  # a drain's hand-back (or ctx.hand_back()): when, by whom, why; the attempt unspent

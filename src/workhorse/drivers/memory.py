@@ -73,6 +73,8 @@ class MemoryDriver(MemorySteps, MemoryFlow):
 
     def enqueue_many_sync(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[JobRef]:
         """A live key answers its holder's ref; every enqueue calls the subscribers (the NOTIFY)."""
+        if any(j.after for j in jobs):
+            raise refusals.postgres_only("job dependencies (enqueue(after=...))")
         if conn is not None:
             raise ConfigurationError(
                 code="CONN_UNSUPPORTED",

@@ -13,6 +13,8 @@ from psycopg.rows import dict_row
 
 from workhorse._db.queries import jobs as sql
 from workhorse.connections import driver_connection, driver_connection_sync
+from workhorse.deps import queries as dep_sql
+from workhorse.deps import unknown
 from workhorse.drivers.postgres_core import PostgresCore, translated
 from workhorse.errors import ConfigurationError, DatabaseError
 from workhorse.types import JobRef, NewJob
@@ -70,8 +72,45 @@ def _wire_text(value: str | int | bool | None) -> bytes | None:
 
 
 def _plain(job: NewJob) -> bool:
-    """No key (idempotency or concurrency), due now, no trace: INSERT_READY carries it."""
-    return job.key is None and job.run_at is None and not job.delay and job.flow_key is None and job.traceparent is None
+    """No key (idempotency or concurrency), due now, no trace, no dependency: INSERT_READY carries it."""
+    return (
+        job.key is None
+        and job.run_at is None
+        and not job.delay
+        and job.flow_key is None
+        and job.traceparent is None
+        and not job.after
+    )
+
+
+def _after_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
+    """INSERT_AFTER's parameters: INSERT_MANY's, each job's `when`, and the edges as parallel arrays."""
+    if any(j.key is not None for j in jobs):
+        raise ConfigurationError(
+            cause="a batch with dependencies (after=) holds a job with an idempotency key; the two are refused "
+            "together",
+            fix="enqueue the keyed jobs in a batch of their own, without after=",
+        )
+    params = _insert_params(jobs, channel)
+    params["whens"] = [j.when for j in jobs]
+    children: list[str] = []
+    positions: list[int] = []
+    parents: list[str] = []
+    for job in jobs:
+        for position, parent in enumerate(job.after):
+            children.append(job.id)
+            positions.append(position)
+            parents.append(parent)
+    params.update(edge_children=children, edge_positions=positions, edge_parents=parents)
+    return params
+
+
+def _after_refs(jobs: Sequence[NewJob], rows: list[dict[str, Any]]) -> list[JobRef]:
+    """The refs of INSERT_AFTER's answer, or DEPENDENCY_UNKNOWN naming what no row answered."""
+    missing = [r["id"] for r in rows if r["kind"] == "unknown"]
+    if missing:
+        raise unknown(sorted(missing))
+    return [JobRef(j.id) for j in jobs]
 
 
 def _copyable(jobs: Sequence[NewJob]) -> bool:
@@ -306,6 +345,10 @@ class PostgresEnqueue(PostgresCore):
         )
 
     async def _enqueue_async(self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        if any(j.after for j in jobs):
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self.q(dep_sql.INSERT_AFTER), _after_params(jobs, self.channel))
+            return _after_refs(jobs, await cur.fetchall())
         if len(jobs) == 1 and _plain(job := jobs[0]):
             await conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]
@@ -323,6 +366,10 @@ class PostgresEnqueue(PostgresCore):
                 return refs
 
     def _enqueue_sync(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[JobRef]:
+        if any(j.after for j in jobs):
+            cur = conn.cursor(row_factory=dict_row)
+            cur.execute(self.q(dep_sql.INSERT_AFTER), _after_params(jobs, self.channel))
+            return _after_refs(jobs, cur.fetchall())
         if len(jobs) == 1 and _plain(job := jobs[0]):
             conn.execute(self.q(sql.INSERT_READY), self._ready_params(job))
             return [JobRef(job.id)]

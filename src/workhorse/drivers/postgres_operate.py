@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg.errors
 
+import workhorse.deps.queries as dep_sql
 import workhorse.limits.queries as flow_sql
 import workhorse.steps.queries as step_sql
 from workhorse._db.queries import admin as admin_sql
@@ -97,6 +98,11 @@ class PostgresOperate(PostgresCore):
             return None
         rows = await self.fetch(step_sql.LIST_SHOWN, {"job_id": job.id, "limit": SHOWN_LIMIT})
         return replace(job, steps=[_shown(r) for r in rows])
+
+    async def job_edges(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's dependencies (in the order given) and dependents: side, id, name, state."""
+        rows = await self.fetch(dep_sql.EDGES_OF, {"id": job_id})
+        return [{"side": r["side"], "id": r["id"], "name": r["name"], "state": r["state"]} for r in rows]
 
     async def _get_job(self, job_id: str) -> Job | None:
         if not _is_uuid(job_id):
@@ -269,7 +275,7 @@ class PostgresOperate(PostgresCore):
         current = await self.get_job(job_id)  # the refusal: gone, live, or no such step
         if current is None:
             raise refusals.not_found(job_id)
-        if current.state in LIVE_STATES:
+        if current.state in LIVE_STATES or current.state == "pending":
             raise refusals.not_requeueable(job_id, current.state)
         raise refusals.step_unknown(job_id, step, [s["name"] for s in current.steps])
 

@@ -109,6 +109,7 @@ class PostgresWork(PostgresCore):
             "slots": pg_array(wanted.values()),
             "names": pg_array(names),
             "visibility": visibility,
+            "channel": self.channel,  # release_dependents wakes what a buried dependency released
         }
         if flow is None:
             rows = await self.fetch(sql.CLAIM if sweep else sql.CLAIM_DUE, params)
@@ -126,6 +127,8 @@ class PostgresWork(PostgresCore):
                 next_due = r["next_due"] if next_due is None else min(next_due, r["next_due"])
             elif kind == "held":
                 held_back = int(r["next_due"])
+            elif kind == "released":
+                continue  # the dependents of buried or refused rows, moved and woken in the statement
             elif kind in ("buried", "refused"):
                 (buried if kind == "buried" else refused).append(
                     Buried(
@@ -155,6 +158,7 @@ class PostgresWork(PostgresCore):
                         created_at=r["created_at"],
                         run_at=r["run_at"],
                         traceparent=r["traceparent"],
+                        dependencies=r["dependencies"],
                     )
                 )
         # The statement does not promise an order across arms; hand jobs out in claim order.
@@ -213,6 +217,9 @@ class PostgresWork(PostgresCore):
             },
         )
         landed = {r["id"] for r in rows}
+        if rows and rows[0]["released"]:
+            for queue in rows[0]["released"]:  # dependents made ready: their wake trails, throttled
+                self._wakes.owe(queue)
         return [s.job_id in landed for s in settlements]
 
     # -- the rescue of lapsed leases (the optional RescueRole) ------------------------------------

@@ -12,7 +12,7 @@ def not_found(job_id: str) -> WorkhorseError:
 def not_cancellable(job_id: str, state: str) -> WorkhorseError:
     return OperatorRefusedError(
         code="JOB_NOT_CANCELLABLE",
-        cause=f"job {job_id} is {state!r}; only a job that has not finished (ready, delayed, running, "
+        cause=f"job {job_id} is {state!r}; only a job that has not finished (pending, ready, delayed, running, "
         "suspended) can be cancelled",
         fix=f"workhorse show {job_id}   # it already finished; requeue it to run it again",
     )

@@ -4,7 +4,7 @@ the rescue of lapsed leases (``RESCUE``, at the end).
 Design: docs/guides/cron.md
 """
 
-from workhorse._db.queries.jobs import BURY_LAPSED, CLAIM_RETURNING, wake_cte
+from workhorse._db.queries.jobs import BURY_LAPSED, CLAIM_RETURNING, release_cte, wake_cte
 
 # One round. Parameters: the holder's identity and lease length; the epoch the fires were planned
 # under (null when not leading); the planned fires as parallel arrays (task, occurrence, the
@@ -186,7 +186,9 @@ with lapsed as materialized (
     """
     + CLAIM_RETURNING
     + """
-), readied as (
+), """
+    + release_cte("buried", "buried.state", channel=True)
+    + """, readied as (
     -- the attempt stays spent: the next claim runs attempt + 1, as a claim's re-take would
     update {schema}.jobs as j
     set state = 'ready', run_at = least(j.run_at, now()), worker_id = null, lease_expires_at = null,
@@ -217,10 +219,10 @@ with lapsed as materialized (
     + wake_cte()
     + """
 select 'buried' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,
-       last_error, (select count(*) from wake) as woken
+       last_error, (select count(*) from wake) as woken, (select cardinality(released.queues) from released) as released
 from buried
 union all
-select 'readied', id::text, name, queue, null, 'ready', null, null, null, null, (select count(*) from wake)
+select 'readied', id::text, name, queue, null, 'ready', null, null, null, null, (select count(*) from wake), null
 from readied
 """
 )

@@ -4,7 +4,14 @@ by tenant, by queue and in total, and a sliding rate window per tenant.
 Design: docs/guides/flow-control.md
 """
 
-from workhorse._db.queries.jobs import BURY_LAPSED, CLAIM_RETURNING, CLAIM_TAKES, claim_answer, errors_appended
+from workhorse._db.queries.jobs import (
+    BURY_LAPSED,
+    CLAIM_RETURNING,
+    CLAIM_TAKES,
+    claim_answer,
+    errors_appended,
+    release_cte,
+)
 
 # What a run refused by its key (when_busy='fail') is settled with.
 KEY_BUSY_ERROR = """jsonb_build_object(
@@ -226,7 +233,13 @@ with recursive gate as materialized (
     """
     + CLAIM_RETURNING
     + """
-), revoked as (
+), finalised as (
+    select buried.id, buried.has_dependents, buried.state from buried
+    union all
+    select refused.id, refused.has_dependents, refused.state from refused
+), """
+    + release_cte("finalised", "finalised.state", channel=True)
+    + """, revoked as (
     -- a lapsed lease this claim freed and did not take: its holder's next renewal misses
     update {schema}.jobs as j
     set claims = j.claims + 1, worker_id = null
@@ -287,7 +300,7 @@ with recursive gate as materialized (
     ) as n
 )
 """
-    + claim_answer("buried", "refused", next_due=True, held=True)
+    + claim_answer("buried", "refused", next_due=True, held=True, released=True)
 )
 
 # What holds the caps now, for the operator surface (``flow_usage``): running rows with live

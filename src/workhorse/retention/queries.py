@@ -4,13 +4,26 @@ statement, each batch its own transaction.
 Design: docs/guides/retention.md
 """
 
-# A batch of finished jobs of one state, older than `age` seconds.
-PURGE_JOBS = """
+
+def kept() -> str:
+    """The condition a finished row ``j`` meets unless some unfinished job still waits on it or will
+    read its result (ctx.dependencies): only a row marked has_dependents pays the look at its edges."""
+    return """ and not (j.has_dependents and exists (
+        select 1 from {schema}.job_deps as d join {schema}.jobs as c on c.id = d.child_id
+        where d.parent_id = j.id and c.state not in ('done', 'failed', 'dead', 'cancelled')))"""
+
+
+# A batch of finished jobs of one state, older than `age` seconds; the edges of the purged rows
+# to their own dependencies go with them.
+PURGE_JOBS = (
+    """
 with doomed as (
     select j.id
     from {schema}.jobs as j
     where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
-      and j.finished_at < now() - %(age)s::float8 * interval '1 second'
+      and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
+    + kept()
+    + """
     order by j.finished_at
     limit %(batch)s
     for update skip locked
@@ -21,20 +34,31 @@ with doomed as (
     using doomed
     where j.id = doomed.id
     returning j.id
+), unlinked as (
+    delete from {schema}.job_deps as d
+    using gone
+    where d.child_id = gone.id
 )
 select (select count(*) from gone) as removed, (select steps.n from steps) as steps
 """
+)
 
-COUNT_JOBS = """
+COUNT_JOBS = (
+    """
 select count(*) as removed,
        (select count(*) from {schema}.steps as s
         join {schema}.jobs as j on j.id = s.job_id
         where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
-          and j.finished_at < now() - %(age)s::float8 * interval '1 second') as steps
+          and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
+    + kept()
+    + """) as steps
 from {schema}.jobs as j
 where j.state in ('done', 'failed', 'dead', 'cancelled') and j.state = %(state)s::text
-  and j.finished_at < now() - %(age)s::float8 * interval '1 second'
+  and j.finished_at < now() - %(age)s::float8 * interval '1 second'"""
+    + kept()
+    + """
 """
+)
 
 # Events past their expiry by `age` seconds (0: as soon as they expire).
 PURGE_EVENTS = """

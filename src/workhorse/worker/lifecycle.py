@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workhorse._service import Service, install_stop_signals, remove_stop_signals
 from workhorse.context import JobContext
+from workhorse.deps import dependencies_of
 from workhorse.drivers.base import Driver, RescueRole
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
@@ -460,6 +461,7 @@ class Worker:
             max_attempts=claimed.max_attempts,
             worker_id=self.id,
             logger=JobLogger(handle.logger, {"job_id": claimed.id, "job": claimed.name, "attempt": claimed.attempt}),
+            dependencies=dependencies_of(claimed.dependencies),
         )
         app = self.app
         held = Held(

@@ -6,7 +6,15 @@ Design: docs/guides/operating.md
 
 from collections.abc import Iterable
 
-from workhorse._db.queries.jobs import JOB_COLUMNS, REPORTED_STATE, REQUEUED, WAKE_BEAT, WAKE_SWEEP, wake_cte
+from workhorse._db.queries.jobs import (
+    JOB_COLUMNS,
+    REPORTED_STATE,
+    REQUEUED,
+    WAKE_BEAT,
+    WAKE_SWEEP,
+    release_cte,
+    wake_cte,
+)
 
 # -- the list ---------------------------------------------------------------------------------------
 #
@@ -180,7 +188,7 @@ BULK_MATCH = (
 )
 
 
-def bulk_statement(ctes: str, *, wake: str | None) -> str:
+def bulk_statement(ctes: str, *, wake: str | None, extra: str = "") -> str:
     """One bulk verb: its CTEs (`movable`, then `picked`, then `moved`, which answers each moved
     row's `queue` when the verb wakes them) and the answer: movable rows before the call, rows
     moved, and queues woken. ``wake``: the NOTIFY payload's prefix (``wake_cte``), None for none."""
@@ -188,25 +196,29 @@ def bulk_statement(ctes: str, *, wake: str | None) -> str:
     wake = "" if wake is None else ", " + wake_cte(prefix=wake)
     return f"""
 with {ctes.strip()}{wake}
-select (select count(*) from movable) as movable, (select count(*) from moved) as moved, {woken} as woken
+select (select count(*) from movable) as movable, (select count(*) from moved) as moved, {woken} as woken{extra}
 """
 
 
-def moved(change: str) -> str:
+def moved(change: str, returning: str = "j.queue") -> str:
     """The last CTE of every bulk verb: ``change`` (an UPDATE ... SET or a DELETE on `jobs as j`)
-    applied to the picked rows, answering each one's queue (for the wake)."""
+    applied to the picked rows, answering each one's queue (for the wake), or ``returning``."""
     return (
         """moved as (
     """
         + change.strip()
         + """
     where j.id = any(array(select picked.id from picked))
-    returning j.queue
+    returning """
+        + returning
+        + """
 )"""
     )
 
 
-def bulk_simple(change: str, *, extra: str = "", wake: str | None) -> str:
+def bulk_simple(
+    change: str, *, extra: str = "", wake: str | None, returning: str = "j.queue", tail: str = "", answer: str = ""
+) -> str:
     """Remove, promote and cancel: every row matching BULK_MATCH (and ``extra``) is movable; the
     oldest `limit` of them are picked, locked, and changed by ``change``. The pick is read
     straight off the primary key in id (creation) order, so it stops after `limit` rows."""
@@ -228,8 +240,10 @@ movable as (
     limit %(limit)s
     for update skip locked
 ), """
-        + moved(change),
+        + moved(change, returning)
+        + tail,
         wake=wake,
+        extra=answer,
     )
 
 
@@ -286,10 +300,14 @@ BULK_PROMOTE = bulk_simple(
 # Cancel live rows: the CANCEL effect. A running row's worker loses its claim (its settle and
 # heartbeat miss) and cancels the body at its next heartbeat, which the `beat:` NOTIFY brings
 # forward to now.
+# Their waiting dependents are released as CANCEL's are (``release_cte``), in the same statement.
 BULK_CANCEL = bulk_simple(
     "update {schema}.jobs as j set state = 'cancelled', worker_id = null, lease_expires_at = null, "
     "finished_at = now(), updated_at = now()",
     wake=WAKE_BEAT,
+    returning="j.id, j.queue, j.has_dependents",
+    tail=", " + release_cte("moved", "'cancelled'", channel=True),
+    answer=", (select cardinality(released.queues) from released) as released",
 )
 
 BULK: dict[str, str] = {

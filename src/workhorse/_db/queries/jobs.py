@@ -70,6 +70,28 @@ BURY_LAPSED = (
         worker_id = null, lease_expires_at = null, finished_at = now(), updated_at = now()"""
 )
 
+FINAL_STATES = ("done", "failed", "dead", "cancelled")
+
+
+def release_cte(rows: str, state: str, *, channel: bool) -> str:
+    """The `released` CTE of every statement that makes jobs final: the rows of the CTE ``rows``
+    (answering `id` and `has_dependents`) whose ``state`` expression is final and that some job
+    waits on go to ``release_dependents`` (migration 022) in ONE call, which moves their waiting
+    dependents. Rows without dependents call nothing. ``channel``: the function wakes the queues
+    of the jobs it made ready (one NOTIFY each); without, it answers them (the settle owes them
+    to the wake throttle). Reference it (select its `queues`) or it does not run."""
+    wake = "%(channel)s::text" if channel else "null::text"
+    return f"""released as (
+    select {{schema}}.release_dependents(r.ids, r.states, {wake}) as queues
+    from (
+        select array_agg({rows}.id order by {rows}.id) as ids, array_agg(({state})::text order by {rows}.id) as states
+        from {rows}
+        where {rows}.has_dependents and {state} in ('done', 'failed', 'dead', 'cancelled')
+    ) as r
+    where r.ids is not null
+)"""
+
+
 # What every read of a whole job returns. A due 'delayed' or 'suspended' row is reported 'ready':
 # the claim treats them alike once run_at has passed, and so should a person reading the row.
 # `lease_lapsed`: a running row whose worker stopped renewing its lease, on the database's clock
@@ -214,30 +236,58 @@ CLAIM_TAKES = """    set state = 'running', attempt = j.attempt + 1, claims = j.
 
 # What every claim's writes answer, for claim_answer's rows.
 CLAIM_RETURNING = """    returning j.id, j.name, j.queue, j.tenant, j.state, j.payload, j.attempt, j.max_attempts,
-              j.claims, j.priority, j.created_at, j.run_at, j.last_error, j.traceparent"""
+              j.claims, j.priority, j.created_at, j.run_at, j.last_error, j.traceparent, j.has_dependents,
+              j.deps_when"""
 
 
-def claim_answer(*arms: str, next_due: bool = False, held: bool = False) -> str:
+# dependencies_of: a claimed job's dependencies (``ctx.dependencies``), in the order given at enqueue: one jsonb
+# array read by the claim itself, for a job that has any (deps_when set), so a plain job pays
+# nothing and a dependent no round trip. A dependency retention purged reads as state null.
+def dependencies_of(job: str) -> str:
+    """A jsonb array of the dependencies of the row ``job`` (an alias answering `id`)."""
+    return (
+        """(
+    select jsonb_agg(jsonb_build_object(
+               'id', d.parent_id::text, 'name', p.name, 'state', p.state, 'result', p.result,
+               'last_error', p.last_error) order by d.position)
+    from {schema}.job_deps as d
+    left join {schema}.jobs as p on p.id = d.parent_id
+    where d.child_id = """
+        + job
+        + """.id
+)"""
+    )
+
+
+def claim_answer(*arms: str, next_due: bool = False, held: bool = False, released: bool = False) -> str:
     """A claim's answer, one shape for every claim statement: a row per job of its `claimed` CTE
-    (kind 'claimed'), then of each CTE named in ``arms`` (kind = the CTE's name: 'buried',
-    'refused'); with ``next_due``, the `next_due` CTE's seconds (kind 'next'); with ``held``, how
-    many candidates the `judged` CTE passed over (kind 'held', in the next_due column)."""
+    (kind 'claimed', with its dependencies when it has some: ``dependencies_of``), then of each CTE
+    named in ``arms`` (kind = the CTE's name: 'buried', 'refused'); with ``next_due``, the
+    `next_due` CTE's seconds (kind 'next'); with ``held``, how many candidates the `judged` CTE
+    passed over (kind 'held', in the next_due column); with ``released``, a row (kind 'released')
+    when the `released` CTE moved the dependents of the rows the claim made final."""
     rows = [
         "select 'claimed' as kind, id::text as id, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-        "       claims, priority, created_at, run_at, last_error, traceparent, null::float8 as next_due\nfrom claimed"
+        "       claims, priority, created_at, run_at, last_error, traceparent, null::float8 as next_due,\n"
+        "       case when claimed.deps_when is null then null else "
+        + dependencies_of("claimed")
+        + " end as dependencies\nfrom claimed"
     ]
     for arm in arms:
         rows.append(
             f"select '{arm}', id::text, name, queue, tenant, state, payload, attempt, max_attempts,\n"
-            f"       claims, priority, created_at, run_at, last_error, traceparent, null\nfrom {arm}"
+            f"       claims, priority, created_at, run_at, last_error, traceparent, null, null\nfrom {arm}"
         )
     blank = ", ".join(["null"] * 14)
     if next_due:
-        rows.append(f"select 'next', {blank}, seconds\nfrom next_due\nwhere seconds is not null")
+        rows.append(f"select 'next', {blank}, seconds, null\nfrom next_due\nwhere seconds is not null")
     if held:
         rows.append(
-            f"select 'held', {blank}, count(*)::float8\nfrom judged\nwhere judged.verdict = 'held'\nhaving count(*) > 0"
+            f"select 'held', {blank}, count(*)::float8, null\nfrom judged\nwhere judged.verdict = 'held'\n"
+            "having count(*) > 0"
         )
+    if released:
+        rows.append(f"select 'released', {blank}, cardinality(released.queues)::float8, null\nfrom released")
     return "\n" + "\nunion all\n".join(rows) + "\n"
 
 
@@ -308,7 +358,9 @@ with wanted as (
     """
     + CLAIM_RETURNING
     + """
-), claimed as (
+), """
+    + release_cte("buried", "buried.state", channel=True)
+    + """, claimed as (
     update {schema}.jobs as j
     """
     + CLAIM_TAKES
@@ -352,7 +404,7 @@ with wanted as (
     ) as n
 )
 """
-    + claim_answer("buried", next_due=True)
+    + claim_answer("buried", next_due=True, released=True)
 )
 
 # The lean claim a busy worker runs while every claim comes back full: the due arm only, no
@@ -467,8 +519,10 @@ with s as materialized (
         worker_id = null, lease_expires_at = null, updated_at = now()
     from s
     where j.id = s.id and j.state = s.fenced and j.worker_id = s.worker_id and j.claims = s.claim
-    returning j.id, j.queue, j.name, s.outcome
-), counted as (
+    returning j.id, j.queue, j.name, s.outcome, j.has_dependents
+), """
+    + release_cte("settled", "settled.outcome", channel=False)
+    + """, counted as (
     insert into {schema}.counters as c (tier, bucket, queue, name, completed, retried, failed, dead)
     select 'minute', date_trunc('minute', now()), settled.queue, settled.name,
            count(*) filter (where settled.outcome = 'done'),
@@ -496,7 +550,8 @@ with s as materialized (
     where settled.outcome in ('done', 'dead', 'failed') and pg_notification_queue_usage() < 0.5
     having count(*) > 0
 )
-select settled.id::text as id, (select count(*) from wake) as woken, (select count(*) from told) as told
+select settled.id::text as id, (select count(*) from wake) as woken, (select count(*) from told) as told,
+       (select released.queues from released) as released
 from settled
 """
 )
@@ -528,12 +583,15 @@ with moved as (
     update {schema}.jobs
     set state = 'cancelled', worker_id = null, lease_expires_at = null,
         finished_at = now(), updated_at = now()
-    where id = %(id)s::uuid and state in ('ready', 'delayed', 'running', 'suspended')
-    returning id, queue
+    where id = %(id)s::uuid and state in ('pending', 'ready', 'delayed', 'running', 'suspended')
+    returning id, queue, has_dependents
 ), """
+    + release_cte("moved", "'cancelled'", channel=True)
+    + ", "
     + wake_cte(prefix=WAKE_BEAT)
     + """
-select moved.id::text as id, (select count(*) from wake) as woken
+select moved.id::text as id, (select count(*) from wake) as woken,
+       (select cardinality(released.queues) from released) as released
 from moved
 """
 )
