@@ -402,3 +402,28 @@ async def test_show_lists_the_edges_and_ls_filters_pending(pg_app: App, database
     listed = await asyncio.to_thread(runner.invoke, cli, [*base, "ls", "--state", "pending", "--json"])
     assert listed.exit_code == 0, listed.output
     assert [j["id"] for j in json.loads(listed.stdout)["jobs"]] == [child.id]
+
+
+async def test_a_dependency_requeued_and_done_again_is_counted_once(pg_app: App) -> None:
+    """A dependent waiting on two jobs: the first is done, requeued by an operator and done again
+    while the second still runs. Its edge was counted when it first ended, so the dependent keeps
+    waiting for the second (counting it twice released the dependent too early)."""
+    app = pg_app
+    ran: list[str] = []
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: str) -> str:
+        ran.append(payload)
+        return payload
+
+    first = await step.enqueue("first")
+    second = await step.enqueue("second", delay=3600)
+    child = await step.enqueue("child", after=[first, second])
+    await app.worker().run(burst=True)
+    assert ran == ["first"] and await state_of(app, child) == "pending"
+    late = await step.enqueue("late", after=[first, second])  # its edge to first counted at once
+    await app.admin.requeue(first.id)
+    await app.worker().run(burst=True)
+    assert ran == ["first", "first"]
+    assert await state_of(app, child) == "pending" and await state_of(app, late) == "pending"
+    assert await state_of(app, second) == "delayed"

@@ -76,9 +76,10 @@ INSERT_AFTER = (
     where not exists (select 1 from unknown)
     returning id, queue, state
 ), linked as (
-    insert into {schema}.job_deps (child_id, position, parent_id)
-    select edges.child, edges.position, edges.parent
+    insert into {schema}.job_deps (child_id, position, parent_id, released)
+    select edges.child, edges.position, edges.parent, p.state in ('done', 'failed', 'dead', 'cancelled')
     from edges
+    join parents as p on p.id = edges.parent
     where not exists (select 1 from unknown)
     returning child_id
 ), wake as (

@@ -12,6 +12,10 @@
 -- is half full, as every wake). Answers those queues, sorted, without duplicates.
 -- Design: docs/guides/dependencies.md
 
+-- An edge counts once: the first time its dependency is final (released), at enqueue when it
+-- already is. A dependency requeued and finished again moves no count a second time.
+alter table {schema}.job_deps add column if not exists released boolean not null default false;
+
 create or replace function {schema}.release_dependents(
     parent_ids uuid[], parent_states text[], channel text default null
 ) returns text[]
@@ -33,13 +37,20 @@ begin
         order by c.id
         for update of c;
 
-        with hits as (
-            select d.child_id, count(*)::int as n,
-                   (array_agg(p.id order by d.position) filter (where p.state <> 'done'))[1] as broken_id,
-                   (array_agg(p.state order by d.position) filter (where p.state <> 'done'))[1] as broken_state
+        with counted as (
+            update {schema}.job_deps as d
+            set released = true
             from unnest(work_ids, work_states) as p(id, state)
-            join {schema}.job_deps as d on d.parent_id = p.id
-            group by d.child_id
+            where d.parent_id = p.id and not d.released
+            returning d.child_id, d.position, p.id as parent_id, p.state as parent_state
+        ), hits as (
+            select e.child_id, count(*)::int as n,
+                   (array_agg(e.parent_id order by e.position)
+                        filter (where e.parent_state <> 'done'))[1] as broken_id,
+                   (array_agg(e.parent_state order by e.position)
+                        filter (where e.parent_state <> 'done'))[1] as broken_state
+            from counted as e
+            group by e.child_id
         ), judged as (
             select h.child_id, h.n, h.broken_id, h.broken_state,
                    (select b.name from {schema}.jobs as b where b.id = h.broken_id) as broken_name
