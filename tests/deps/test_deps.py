@@ -427,3 +427,28 @@ async def test_a_dependency_requeued_and_done_again_is_counted_once(pg_app: App)
     assert ran == ["first", "first"]
     assert await state_of(app, child) == "pending" and await state_of(app, late) == "pending"
     assert await state_of(app, second) == "delayed"
+
+
+async def test_removing_a_live_dependency_releases_its_dependents_as_a_cancel_would(pg_app: App) -> None:
+    """`workhorse rm` (one job, or --all) of a job others wait on: its when='done' dependents are
+    cancelled naming it, its when='finished' ones count it as final, none stays pending forever."""
+    app = pg_app
+
+    @app.job(tenant="none")
+    async def step(ctx: JobContext, payload: str) -> str:
+        return payload
+
+    gone = await step.enqueue("gone", delay=3600)
+    needs = await step.enqueue("needs", after=[gone])
+    after_all = await step.enqueue("after-all", after=[gone], when="finished")
+    await app.admin.remove(gone.id)
+    assert await state_of(app, needs) == "cancelled"
+    job = await app.get_job(needs.id)
+    assert job is not None and job.last_error is not None and gone.id in job.last_error["message"]
+    assert await state_of(app, after_all) == "ready"
+
+    batch = [await step.enqueue(f"b{i}", delay=3600, queue="doomed") for i in range(3)]
+    waiting = await step.enqueue("waiting", after=batch)
+    removed = await app.admin.remove_many(state="delayed", queue="doomed")
+    assert removed.affected == 3
+    assert await state_of(app, waiting) == "cancelled"

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from workhorse._db.queries.jobs import (
     JOB_COLUMNS,
+    REMOVED_RELEASE,
     REPORTED_STATE,
     REQUEUED,
     WAKE_BEAT,
@@ -287,7 +288,13 @@ matching as (
 
 # Delete matching rows (never running: the verb is refused that state earlier, and the stored
 # state is in the match); their steps go with them (on delete cascade).
-BULK_REMOVE = bulk_simple("delete from {schema}.jobs as j", wake=None)
+BULK_REMOVE = bulk_simple(
+    "delete from {schema}.jobs as j",
+    wake=None,
+    returning="j.id, j.queue, j.state, j.has_dependents",
+    tail=", " + release_cte("moved", REMOVED_RELEASE.format(rows="moved"), channel=True),
+    answer=", (select cardinality(released.queues) from released) as released",
+)
 
 # Make waiting rows due now: only rows still waiting (stored ready or delayed, run_at ahead).
 # Wakes the queues.

@@ -654,11 +654,23 @@ from moved
 """
 )
 
-REMOVE = """
-delete from {schema}.jobs
-where id = %(id)s::uuid and state <> 'running'
-returning id::text as id
+# A removed job that was not final yet releases its waiting dependents as a cancelled one would
+# (a final one released them when it ended): none is left pending on a job that is gone.
+REMOVED_RELEASE = "case when {rows}.state in ('done', 'failed', 'dead', 'cancelled') then 'gone' else 'cancelled' end"
+
+REMOVE = (
+    """
+with removed as (
+    delete from {schema}.jobs
+    where id = %(id)s::uuid and state <> 'running'
+    returning id, state, has_dependents
+), """
+    + release_cte("removed", REMOVED_RELEASE.format(rows="removed"), channel=True)
+    + """
+select removed.id::text as id, (select count(*) from released) as released
+from removed
 """
+)
 
 NOTIFY_CHANNEL_SUFFIX = "_jobs"
 SETTLED_CHANNEL_SUFFIX = "_settled"  # SETTLE_MANY's `told`: the ids of runs that finished (app.wait)
