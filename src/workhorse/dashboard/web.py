@@ -159,8 +159,10 @@ class Dashboard:
 
     async def live_context(self) -> dict[str, Any]:
         """What one refresh of the overview reads: ``stats`` (one snapshot statement, plus the
-        flow usage when the app declares caps) and the last hour's minute counters (one)."""
+        flow usage when the app declares caps), the last hour's minute counters (one) and the
+        database's health (two: its warnings make the banner)."""
         stats = await self.app.admin.stats("1h")
+        health = await self.app.admin.health()
         minutes = await self.app.admin.counter_minutes("1h")
         per_minute = [(bucket, c.queue, c.completed, c.retried + c.failed + c.dead) for bucket, c in minutes]
         rows = []
@@ -189,6 +191,7 @@ class Dashboard:
             )
         return {
             "stats": stats,
+            "health": [] if health is None else health.warnings,
             "rows": rows,
             "totals": totals,
             "states": OVERVIEW_STATES,
