@@ -122,6 +122,8 @@ class VacuumDuty:
 
     async def _turn(self, driver: HealthRole) -> str | None:
         report = await self._read(driver)
+        if not report.holders:
+            self._left.clear()  # nothing pins the horizon (for long): what a vacuum left, it can remove now
         chosen = self._choose(report.tables) if self.enabled else None
         if chosen is None:
             self._log(report.warnings)
