@@ -19,6 +19,7 @@ from workhorse._ports import DriverSource
 from workhorse.durations import Duration, bounded_seconds, to_seconds
 from workhorse.errors import ConfigurationError, JobNotFoundError
 from workhorse.export import DEFAULT_EXPORT_PAGE, ExportPages, check_export, export_pages, state_fix
+from workhorse.health.report import HealthReport, HealthRole, read_health
 from workhorse.ids import SHORT_ID_DIGITS
 from workhorse.jobs import JobHandle
 from workhorse.leader.report import TasksReport, tasks_report
@@ -444,6 +445,17 @@ class Admin:
             return []
         edges: builtins.list[dict[str, Any]] = await read(job_id)
         return edges
+
+    async def health(self, *, pinned_after: Duration = "5m") -> HealthReport | None:
+        """The database's health as the queue feels it: each table's live and dead rows and last
+        vacuum, what has held the vacuum horizon for longer than ``pinned_after``, and the
+        warnings (``VACUUM_HORIZON_PINNED``, ``DEAD_ROWS_HIGH``) with the SQL that fixes them.
+        None on a driver that keeps no such thing (the memory driver)."""
+        seconds = to_seconds(pinned_after, what="pinned_after")
+        driver = self._driver
+        if not isinstance(driver, HealthRole):
+            return None
+        return await read_health(driver, pinned_after=seconds)
 
     async def why_waiting(self, job: Job) -> builtins.list[str]:
         """Why a due ready job is not starting: one line per full fleet-wide cap it counts toward

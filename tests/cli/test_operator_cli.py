@@ -390,7 +390,8 @@ def test_stats_per_queue_and_name(database_url: str, schema: str, cliapp: Module
     result = invoke(database_url, schema, "stats", "--json")
     assert result.exit_code == 0, result.output
     report = as_json(result)
-    assert set(report) == {"at", "window_seconds", "workers", "queues", "names", "paused"}
+    assert set(report) == {"at", "window_seconds", "workers", "queues", "names", "paused", "database"}
+    assert set(report["database"]) == {"autovacuum", "warnings", "tables", "horizon"}
     assert report["window_seconds"] == 3600 and report["workers"] == 0
     queues = {q["queue"]: q for q in report["queues"]}
     assert set(queues) == {"default", "boom", "loud"}

@@ -168,7 +168,11 @@ async def test_the_dashboards_statements_are_index_backed_at_a_million_rows(pg_a
     # A range of the primary key (tier, bucket, ...): the minute rows of the hour, not the year beside them.
     assert "Index Scan on counters_pkey" in minutes and "'minute'::text) AND (bucket >= " in minutes, minutes
     # 60 minutes x 8 queues x 10 names read (59 when a minute turned since the fill), summed per queue.
-    assert re.search(r"Index Scan on counters_pkey \(actual rows=(4800|4720) ", minutes), minutes
+    # (A bitmap scan while another test's open snapshot keeps a dead row version: its index returns
+    # one more entry than the heap gives back, so the rows are counted at the heap scan.)
+    assert re.search(
+        r"(Index Scan on counters_pkey|Bitmap Heap Scan on counters c) \(actual rows=(4800|4720) ", minutes
+    ), minutes
     assert "jobs_pkey" in dead_page, dead_page
 
     # What the dashboard answers from them, at this size: one refresh and one filtered page.

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 import workhorse.deps.queries as dep_sql
+import workhorse.health.queries as health_sql
 import workhorse.leader.queries as rescue_sql
 import workhorse.leader.queries as scheduler_sql
 import workhorse.limits.queries as flow_sql
@@ -66,7 +67,9 @@ async def test_a_worker_refuses_a_schema_newer_than_its_code(pg_app: App, databa
 
 def _statements() -> list[tuple[str, str]]:
     found = []
-    for module in (job_sql, flow_sql, migration_sql, rescue_sql, scheduler_sql, step_sql, dep_sql, retention_sql):
+    for module in (
+        job_sql, flow_sql, migration_sql, rescue_sql, scheduler_sql, step_sql, dep_sql, retention_sql, health_sql
+    ):
         for name, value in vars(module).items():
             if (
                 name.isupper()

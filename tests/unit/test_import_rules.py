@@ -26,7 +26,7 @@ MAX_LINES = 900  # a hard limit, not a target: split a module by concept, never 
 # (a) Only the drivers, the SQL package, the embedded server and a feature's storage module (its
 # ``postgres.py``, and the outbox's ``source.py``, its side in a source database) speak psycopg.
 PSYCOPG = ("psycopg", "psycopg_pool")
-MAY_IMPORT_PSYCOPG = ("drivers/", "_db/", "embedded/", "outbox/source.py", "backfill/postgres.py")
+MAY_IMPORT_PSYCOPG = ("drivers/", "_db/", "embedded/", "outbox/source.py", "backfill/postgres.py", "health/postgres.py")
 # Files allowed to import psycopg elsewhere: none any more (the CLI's reachability check and the
 # demo's cleanup went to drivers/direct.py). Keep it empty.
 PSYCOPG_NOT_YET_BEHIND_THE_DRIVER: set[str] = set()

@@ -9,10 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from workhorse.admin import DEFAULT_WINDOW, Stats, StatsRow
+from workhorse.app import App
 from workhorse.cli.columns import Column, fit, hidden_note
 from workhorse.cli.jobs import CAPS_UNKNOWN, command_line
 from workhorse.cli.main import State, json_option, pass_state, run_with_app
 from workhorse.cli.output import ago, emit_json, percent, span, stdout, styled
+from workhorse.health.report import HealthReport
 from workhorse.logs import visible
 from workhorse.types import QueuePause
 
@@ -91,16 +93,22 @@ def stats(state: State, *, since: str, as_json: bool) -> None:
     retry counts). Counts of done and cancelled jobs are history and are not listed; they show
     as throughput.
 
+    Under them, in red, what is wrong with the database as the queue feels it: a transaction
+    holding the vacuum horizon (VACUUM_HORIZON_PINNED), a table full of dead rows nothing
+    vacuums (DEAD_ROWS_HIGH), each with the SQL that fixes it. --json adds them under
+    "database" (null on the memory driver).
+
     \b
     Examples:
       workhorse stats
       workhorse stats --since 15m
       workhorse stats --since 1d --json
     """
-    report: Stats = run_with_app(state.app(), lambda app: app.admin.stats(since))
+    report, health = run_with_app(state.app(), lambda app: _stats_and_health(app, since))
     caps_known = state.app_spec is not None  # caps are declared on the App: without it, unknown
     if as_json:
         document = report.to_dict()
+        document["database"] = None if health is None else health.to_dict()
         if not caps_known:
             for row in document["queues"]:
                 row["held_back"] = None
@@ -127,6 +135,17 @@ def stats(state: State, *, since: str, as_json: bool) -> None:
     if report.paused:
         console.print()
         console.print(paused_table(report.paused, report.at))
+    if health is not None and health.warnings:
+        console.print()
+        console.print(Text("database", style="bold"))
+        for warning in health.warnings:
+            console.print(Text.assemble((warning.code, "bold red"), visible(f" {warning.cause}")))
+            console.print(Text.assemble(("  fix: ", "dim"), visible(warning.fix)))
+
+
+async def _stats_and_health(app: App, since: str) -> tuple[Stats, HealthReport | None]:
+    """``stats`` and the database's health (dead rows, a pinned vacuum horizon), on one loop."""
+    return await app.admin.stats(since), await app.admin.health()
 
 
 def stats_table(rows: list[StatsRow], *, by_name: bool, caps_known: bool = True) -> tuple[Table, list[str]]:

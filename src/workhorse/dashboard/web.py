@@ -6,6 +6,7 @@ Design: docs/guides/dashboard.md
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +62,7 @@ from workhorse.errors import (
     SchemaError,
     WorkhorseError,
 )
+from workhorse.health.report import HealthWarning
 from workhorse.ids import short_id
 
 HERE = Path(__file__).parent
@@ -102,6 +104,9 @@ def status_of(error: WorkhorseError) -> int:
     return 400
 
 
+HEALTH_EVERY = 30.0  # seconds between two reads of the database's health by one dashboard
+
+
 @dataclass
 class Dashboard:
     """One dashboard: the app it shows, its rules, and its templates."""
@@ -111,6 +116,16 @@ class Dashboard:
     read_only: bool
     refresh_seconds: float
     templates: Environment
+    _health: tuple[float, list[HealthWarning]] | None = None  # (monotonic read at, warnings), see HEALTH_EVERY
+
+    async def health_warnings(self) -> list[HealthWarning]:
+        """The database's health warnings, read at most once per HEALTH_EVERY (two statements):
+        a refresh of the overview stays two statements, and the banner is at most that old."""
+        now = time.monotonic()
+        if self._health is None or now - self._health[0] >= HEALTH_EVERY:
+            report = await self.app.admin.health()
+            self._health = (now, [] if report is None else report.warnings)
+        return self._health[1]
 
     def base(self, request: Request) -> str:
         return str(request.scope.get("root_path", "")).rstrip("/")
@@ -159,8 +174,10 @@ class Dashboard:
 
     async def live_context(self) -> dict[str, Any]:
         """What one refresh of the overview reads: ``stats`` (one snapshot statement, plus the
-        flow usage when the app declares caps) and the last hour's minute counters (one)."""
+        flow usage when the app declares caps), the last hour's minute counters (one), and the
+        database's health warnings for the banner (two more, once per HEALTH_EVERY)."""
         stats = await self.app.admin.stats("1h")
+        health = await self.health_warnings()
         minutes = await self.app.admin.counter_minutes("1h")
         per_minute = [(bucket, c.queue, c.completed, c.retried + c.failed + c.dead) for bucket, c in minutes]
         rows = []
@@ -189,6 +206,7 @@ class Dashboard:
             )
         return {
             "stats": stats,
+            "health": health,
             "rows": rows,
             "totals": totals,
             "states": OVERVIEW_STATES,

@@ -11,6 +11,7 @@ from workhorse.drivers.postgres_core import PostgresCore
 from workhorse.drivers.postgres_enqueue import PostgresEnqueue
 from workhorse.drivers.postgres_operate import PostgresOperate
 from workhorse.drivers.postgres_work import PostgresWork
+from workhorse.health.postgres import PostgresHealth
 from workhorse.leader.postgres import PostgresLeadership
 from workhorse.outbox.postgres import PostgresOutbox
 from workhorse.retention.postgres import PostgresRetention
@@ -25,6 +26,7 @@ class PostgresDriver(
     PostgresLeadership,
     PostgresRetention,
     PostgresOutbox,
+    PostgresHealth,
     PostgresCore,
 ):
     """The default driver. ``role`` names the pool's connections (``workhorse:<role>``)."""

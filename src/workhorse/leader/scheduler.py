@@ -33,6 +33,7 @@ from workhorse.leader.rounds import Handover, RoundRequest
 from workhorse.leader.stats import SchedulerStats
 from workhorse.leader.store import HandoverSource, RoundStore, open_store
 from workhorse.leader.tasks import TaskHandle
+from workhorse.leader.vacuum import VacuumDuty, vacuum_every, vacuum_setting
 
 if TYPE_CHECKING:
     from workhorse.app import App
@@ -52,7 +53,9 @@ class Scheduler:
     """Runs the scheduler role for ``app``'s tasks. ``await run()`` until ``stop()`` or a signal.
 
     ``lease``: how long a leadership lasts without renewal (a crashed leader is replaced within
-    it); ``interval``: the longest gap between two rounds, at most half the lease.
+    it); ``interval``: the longest gap between two rounds, at most half the lease. ``vacuum``:
+    whether the leader vacuums the schema's tables past their dead-row threshold (None:
+    ``WORKHORSE_VACUUM``, on when unset; ``workhorse.leader.vacuum``).
     ``store``/``clock``/``waiter`` are seams for tests (a store of rounds, a monotonic clock, and
     an awaitable sleep); by default the app's driver (on PostgreSQL, a connection of its own),
     ``time.monotonic`` and a wakeable sleep.
@@ -65,6 +68,7 @@ class Scheduler:
         lease: Duration = "30s",
         interval: Duration = "15s",
         handle_signals: bool = True,
+        vacuum: bool | None = None,
         store: RoundStore | None = None,
         clock: Callable[[], float] | None = None,
         waiter: Callable[[float], Awaitable[None]] | None = None,
@@ -84,6 +88,7 @@ class Scheduler:
                 fix="Scheduler(app, lease='30s', interval='15s')",
             )
         self.handle_signals = handle_signals
+        self.vacuum = vacuum_setting(vacuum)
         self.id = f"s-{uuid.uuid4().hex[:16]}"  # a fresh incarnation per process, never the hostname
         self.host = socket.gethostname()
         self.pid = os.getpid()
@@ -95,7 +100,8 @@ class Scheduler:
         self._cron = CronDuty(self.id, app.tasks, self.stats)
         self._purge = RetentionPurge(self.id, lambda: app.retention, app.admin)
         self._rescue = LeaseRescue(self.id, every=RESCUE_ROUNDS * self.interval, jobs=app.jobs, hooks=app.hooks)
-        self._duties: list[Duty] = [CounterFolds(self.id), self._purge, self._rescue]
+        self._vacuum = VacuumDuty(self.id, lambda: None if app.is_memory else app.driver, enabled=self.vacuum)
+        self._duties: list[Duty] = [CounterFolds(self.id), self._purge, self._rescue, self._vacuum]
         self._anchor: _Anchor | None = None
         self._wake = asyncio.Event()
         self._service = Service("scheduler", code="SCHEDULER_RUNNING", fix="create a second Scheduler(app) instead")
@@ -126,6 +132,7 @@ class Scheduler:
                 await asyncio.gather(
                     fold_hourly(self.id, self.app.driver.rollup_counters, self._service.stopping),
                     purge_every(self.id, lambda: self.app.retention, self.app.admin, self._service.stopping),
+                    vacuum_every(self._vacuum, self._service.stopping),
                 )
                 return self.stats
             store = self._store if self._store is not None else open_store(self.app)
@@ -142,6 +149,7 @@ class Scheduler:
                 await self._loop(store)
             finally:
                 await self._purge.close()
+                await self._vacuum.close()
                 await self._step_down(store)
                 await self._stop_listening()
                 if self._store is None:
