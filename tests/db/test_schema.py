@@ -68,7 +68,15 @@ async def test_a_worker_refuses_a_schema_newer_than_its_code(pg_app: App, databa
 def _statements() -> list[tuple[str, str]]:
     found = []
     for module in (
-        job_sql, flow_sql, migration_sql, rescue_sql, scheduler_sql, step_sql, dep_sql, retention_sql, health_sql
+        job_sql,
+        flow_sql,
+        migration_sql,
+        rescue_sql,
+        scheduler_sql,
+        step_sql,
+        dep_sql,
+        retention_sql,
+        health_sql,
     ):
         for name, value in vars(module).items():
             if (
