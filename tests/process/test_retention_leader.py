@@ -141,6 +141,8 @@ def test_the_leader_purges_done_rows_under_a_live_queue_and_loses_nothing(
             25,
             "the leader to purge the last done rows",
         )
+        # That purge logs once it is through every target; a stop before then would cancel it unlogged.
+        wait_for(lambda: purged_done(log)[0] == len(ticks), 20, "the leader to log its last purge")
         states = {str(i): str(st) for i, st in query(database_url, "select id::text, state from {s}.jobs", schema)}
     finally:
         code = stop(worker)
