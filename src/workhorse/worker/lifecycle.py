@@ -27,7 +27,7 @@ from workhorse.deps import dependencies_of
 from workhorse.drivers.base import Driver, RescueRole
 from workhorse.drivers.wakeups import WakeupSource
 from workhorse.durations import Duration, to_seconds
-from workhorse.errors import ConfigurationError, WorkhorseError
+from workhorse.errors import ConfigurationError, DatabaseError, WorkhorseError
 from workhorse.hooks import OUTCOME_KINDS, Hooks, LifecycleEvent
 from workhorse.jobs import JobHandle
 from workhorse.leader.rescue import rescue_every, rescue_interval
@@ -188,7 +188,10 @@ class Worker:
     async def run(self, *, burst: bool = False) -> WorkerStats:
         """Work until ``stop()`` or a signal (then drain); with ``burst``, until nothing is due."""
         with self._service.running():  # a second run() while one runs is refused (WORKER_RUNNING)
-            await self._run(burst)
+            try:
+                await self._run(burst)
+            finally:
+                self._stopped.set()  # a run that failed to start: stop() returns instead of waiting
         if self._failure is not None:
             raise self._failure
         return self.stats
@@ -197,7 +200,14 @@ class Worker:
         self._burst = burst
         self._body_loop = asyncio.get_running_loop()
         if not self.app.is_memory:
-            await self.app.driver.check_schema()
+            try:
+                await self.app.driver.check_schema()
+            except DatabaseError as error:
+                if error.code != "DATABASE_UNAVAILABLE":
+                    raise
+                # A pooled session that died (a restart, a terminated session): the pool was swept
+                # of the dead ones, so once more; a server that is down fails this one too.
+                await self.app.driver.check_schema()
         pool = ThreadPoolExecutor(max_workers=self.sync_threads, thread_name_prefix=f"workhorse-{self.id}")
         self._pool = pool
         ready = threading.Event()
